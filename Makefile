@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# vamr: out-of-tree build of vamr.ko against a Rust-enabled kernel tree.
+#
+#   make [KDIR=...]      build vamr.ko (KDIR defaults to the running kernel's build tree)
+#   make clean           remove build outputs
+#   make clippy          build with CLIPPY=1 (Rust lints as the kernel runs them)
+#   make rustfmtcheck    check Rust formatting with the kernel's rustfmt settings
+#   make rustfmt         reformat the Rust sources
+#   make selftests       build the C selftests in tests/selftests (needs KDIR for the harness)
+#   make kernel          build (or reuse from cache) the test kernel; prints its path
+#   make run             the main job: build everything, boot the test kernel, run the demo
+#   make test            build everything and run every test in the guest
+#
+# The module must be built by exactly the rustc that built KDIR (else E0514).
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+export KDIR
+
+RUSTC_HOST := $(shell rustc --version 2>/dev/null)
+RUSTC_KDIR := $(shell sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' $(KDIR)/.config 2>/dev/null)
+
+.PHONY: all modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test
+
+all: modules
+
+check-kdir:
+	@test -f $(KDIR)/Makefile || { echo "error: KDIR=$(KDIR) is not a kernel build tree (set KDIR=...)"; exit 1; }
+	@grep -qx 'CONFIG_RUST=y' $(KDIR)/.config 2>/dev/null || { \
+		echo "error: $(KDIR) is not built with CONFIG_RUST=y; vamr needs a Rust-enabled kernel tree"; exit 1; }
+	@test -f $(KDIR)/rust/libkernel.rmeta || { \
+		echo "error: $(KDIR) has no rust/ build artifacts (libkernel.rmeta): a headers-only package"; \
+		echo "       cannot build Rust modules; use a fully built tree (make kernel)"; exit 1; }
+	@test "$(RUSTC_HOST)" = "$(RUSTC_KDIR)" || { \
+		echo "error: rustc mismatch: KDIR was built by '$(RUSTC_KDIR)'"; \
+		echo "       but 'rustc' here is '$(RUSTC_HOST)'; the module must be built by the same"; \
+		echo "       rustc (another one fails with E0514). Rebuild the kernel: make kernel"; exit 1; }
+
+modules: check-kdir
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+clippy: check-kdir
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	$(MAKE) -C $(KDIR) M=$(CURDIR) CLIPPY=1 modules
+
+RUSTFMT_CFG = --edition 2021 --config-path $(KDIR)/.rustfmt.toml
+
+rustfmtcheck:
+	rustfmt --check $(RUSTFMT_CFG) src/*.rs
+
+rustfmt:
+	rustfmt $(RUSTFMT_CFG) src/*.rs
+
+selftests:
+	$(MAKE) -C tests/selftests KDIR=$(KDIR)
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null || rm -f src/*.o src/.*.cmd *.ko *.mod* Module.symvers modules.order
+	$(MAKE) -C tests/selftests clean 2>/dev/null || true
+
+kernel:
+	@scripts/build-kernel.sh
+
+run:
+	scripts/run.sh
+
+test:
+	scripts/test.sh

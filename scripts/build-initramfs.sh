@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the guest's initramfs: busybox, kmod, rdma-core user space (libibverbs,
+# the rxe provider, rdma, ibv_devinfo), the kernel's modules plus vamr.ko, and
+# the test programs.
+#
+# usage: build-initramfs.sh KDIR OUT.cpio.gz TESTDIR DEMODIR
+#   TESTDIR  executables run in test mode (/tests in the guest)
+#   DEMODIR  executables run in demo mode (/demo in the guest)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+top=$(cd "$here/.." && pwd)
+
+kdir=$1 out=$2
+testdir=$(realpath "$3") demodir=$(realpath "$4")
+kver=$(cat "$kdir/include/config/kernel.release")
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+
+mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,lib,lib64,etc,proc,sys,dev,tmp,run,tests,demo}
+
+# Copy a file and every shared library it needs, keeping their paths.
+copy_with_libs() {
+	local f
+	for f in "$@"; do
+		mkdir -p "$stage$(dirname "$f")"
+		cp -L "$f" "$stage$f"
+		ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/.*ld-linux/ { print $1 }' |
+			while read -r lib; do
+				[ -e "$stage$lib" ] && continue
+				mkdir -p "$stage$(dirname "$lib")"
+				cp -L "$lib" "$stage$lib"
+			done
+	done
+}
+
+cp /bin/busybox "$stage/bin/busybox"
+for applet in $("$stage/bin/busybox" --list); do
+	[ -e "$stage/bin/$applet" ] || ln -s busybox "$stage/bin/$applet"
+done
+
+copy_with_libs "$(command -v kmod)"
+for tool in modprobe insmod rmmod lsmod depmod modinfo; do
+	ln -sf "$(command -v kmod)" "$stage/sbin/$tool"
+done
+
+# rdma-core: libibverbs loads its providers from the directory in the
+# .driver files and the provider's shared object by name.
+copy_with_libs "$(command -v rdma)" "$(command -v ibv_devinfo)"
+for p in ib_write_bw ib_read_bw ib_write_lat; do
+	command -v "$p" >/dev/null && copy_with_libs "$(command -v "$p")"
+done
+mkdir -p "$stage/etc/libibverbs.d"
+cp /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/"
+for so in /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so; do
+	copy_with_libs "$so"
+done
+
+# Kernel modules: the kernel's own (rdma_rxe and its dependencies) + vamr.ko.
+mkdir -p "$stage/lib/modules"
+cp -a "$kdir/.modinst/lib/modules/$kver" "$stage/lib/modules/"
+rm -f "$stage/lib/modules/$kver/build" "$stage/lib/modules/$kver/source"
+mkdir -p "$stage/lib/modules/$kver/extra"
+cp "$top/vamr.ko" "$stage/lib/modules/$kver/extra/"
+depmod -b "$stage" "$kver"
+
+# Test and demo programs with their libraries.
+for t in "$testdir"/* ; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	copy_with_libs "$t"
+	mv "$stage$t" "$stage/tests/"
+done
+for t in "$demodir"/* ; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	copy_with_libs "$t"
+	mv "$stage$t" "$stage/demo/"
+done
+
+cp "$here/guest/init" "$stage/init"
+chmod +x "$stage/init"
+
+(cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) >"$out"
+log "initramfs: $out ($(du -h "$out" | cut -f1))"

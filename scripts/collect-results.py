@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn the guest's logs into one result per test and a closing count.
+
+usage: collect-results.py LOGDIR [--guest-rc N]
+
+Reads LOGDIR/results.log (TAP and KTAP sections written by the guest's /init,
+see scripts/guest/init) and LOGDIR/console.log (the kernel console).
+
+Prints one line per test ("PASS|FAIL|SKIP  section.test"), the kernel
+problems found in the console log, then the line
+    N passed, N failed, N skipped
+Exit status: 0 only when no test failed, every section ended with rc=0, the
+guest reached its end marker, and the console shows no oops, panic, BUG,
+WARN, lockdep report or hung task.
+"""
+import re
+import sys
+
+# Kernel console lines that mean the run is broken, whatever the tests said.
+KERNEL_PROBLEMS = [
+    r"BUG: ",
+    r"WARNING: ",
+    r"Oops",
+    r"Kernel panic",
+    r"general protection fault",
+    r"possible circular locking dependency",
+    r"possible recursive locking",
+    r"inconsistent lock state",
+    r"suspicious RCU usage",
+    r"INFO: task .* blocked for more than",
+    r"INFO: possible irq lock inversion",
+    r"lockdep: ",
+    r"UBSAN: ",
+    r"KASAN: ",
+    r"kernel BUG at",
+    r"Call Trace:",
+    r"unreferenced object",
+]
+
+TAP_LINE = re.compile(r"^\s*(not ok|ok)\s+(\d+)\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(.*))?$")
+
+
+def parse_sections(text):
+    """Yield (kind, name, lines, rc) for every ### BEGIN/END section."""
+    cur = None
+    for line in text.splitlines():
+        m = re.match(r"^### BEGIN (\S+) (\S+)$", line)
+        if m:
+            cur = (m.group(1), m.group(2), [])
+            continue
+        m = re.match(r"^### END (\S+) (\S+) rc=(-?\d+)$", line)
+        if m and cur:
+            yield cur[0], cur[1], cur[2], int(m.group(3))
+            cur = None
+            continue
+        if cur:
+            cur[2].append(line)
+    if cur:
+        yield cur[0], cur[1], cur[2], None  # section cut off: guest died
+
+
+def tap_results(lines, kind):
+    """Results of the leaf tests of a TAP/KTAP section.
+
+    kselftest_harness prints top-level "ok N name". KUnit's KTAP nests the
+    test cases of a suite one level deeper than the suite line; a KUnit
+    result line is a leaf when no deeper result lines precede it.
+    """
+    results = []
+    if kind == "kunit":
+        entries = []
+        for line in lines:
+            m = TAP_LINE.match(line)
+            if m:
+                indent = len(line) - len(line.lstrip())
+                entries.append((indent, m))
+        for i, (indent, m) in enumerate(entries):
+            has_children = i > 0 and entries[i - 1][0] > indent
+            if not has_children:
+                results.append(m)
+    else:
+        for line in lines:
+            if line.startswith((" ", "\t")):
+                continue
+            m = TAP_LINE.match(line)
+            if m:
+                results.append(m)
+    out = []
+    for m in results:
+        status, name, directive = m.group(1), m.group(3).strip(), (m.group(4) or "")
+        if directive.upper().startswith("SKIP"):
+            out.append(("SKIP", name, directive))
+        elif status == "ok":
+            out.append(("PASS", name, ""))
+        else:
+            out.append(("FAIL", name, directive))
+    return out
+
+
+def main():
+    logdir = sys.argv[1]
+    try:
+        results = open(f"{logdir}/results.log", errors="replace").read()
+    except FileNotFoundError:
+        results = ""
+    try:
+        console = open(f"{logdir}/console.log", errors="replace").read()
+    except FileNotFoundError:
+        console = ""
+
+    passed = failed = skipped = 0
+    broken = []
+    for kind, name, lines, rc in parse_sections(results):
+        if kind == "demo":
+            continue
+        tests = tap_results(lines, kind)
+        if not tests:
+            broken.append(f"section {kind} {name}: no test results")
+        for status, test, why in tests:
+            print(f"{status:4}  {name}.{test}" + (f"  # {why}" if why else ""))
+            if status == "PASS":
+                passed += 1
+            elif status == "FAIL":
+                failed += 1
+            else:
+                skipped += 1
+        if rc is None:
+            broken.append(f"section {kind} {name}: cut off (guest died?)")
+        elif rc != 0:
+            broken.append(f"section {kind} {name}: exit status {rc}")
+
+    if "### GUEST DONE" not in results:
+        broken.append("the guest did not reach its end marker (crash or timeout)")
+
+    problems = []
+    for line in console.splitlines():
+        for pat in KERNEL_PROBLEMS:
+            if re.search(pat, line):
+                problems.append(line.strip())
+                break
+    for p in problems[:40]:
+        print(f"KERNEL  {p}")
+    if problems:
+        broken.append(f"{len(problems)} kernel problem line(s) in console.log")
+    if passed + failed == 0:
+        broken.append("no test ran")
+    # Each of these is a failed check of the guest run as a whole.
+    for b in broken:
+        print(f"FAIL  guest: {b}")
+        failed += 1
+
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    sys.exit(0 if failed == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

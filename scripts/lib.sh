@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared helpers for the vamr scripts. Sourced, not run.
+
+# Build cache, kept outside the work tree so a fresh clone reuses it.
+: "${VAMR_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/vamr}"
+export VAMR_CACHE
+export PATH="$HOME/.cargo/bin:$PATH"
+export LIBCLANG_PATH=/usr/lib/llvm-19/lib
+
+log() { printf '[vamr] %s\n' "$*" >&2; }
+die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }

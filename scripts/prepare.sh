@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build everything the guest runs, from a fresh machine or a warm cache:
+# host packages and kernel source (setup-host.sh), the test kernel
+# (build-kernel.sh, cached), vamr.ko, the selftests and the examples.
+# Prints the kernel build directory (KDIR) on stdout.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+top=$(cd "$here/.." && pwd)
+
+"$here/setup-host.sh" >&2
+kdir=$("$here/build-kernel.sh")
+log "building vamr.ko against $kdir"
+make -s -C "$top" KDIR="$kdir" modules >&2
+log "building selftests and examples"
+make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$top/build/selftests" >&2
+make -s -C "$top/examples" KDIR="$kdir" OUT="$top/build/examples" >&2
+echo "$kdir"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The main job: build everything (scripts/prepare.sh), boot the test kernel
+# under QEMU, load vamr and rdma_rxe, and run the demo programs of
+# examples/, printing what they print. Logs: build/logs/demo/.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+top=$(cd "$here/.." && pwd)
+
+kdir=$("$here/prepare.sh")
+logdir="$top/build/logs/demo"
+mkdir -p "$top/build" "$top/build/notests"
+"$here/build-initramfs.sh" "$kdir" "$top/build/initramfs-demo.cpio.gz" \
+	"$top/build/notests" "$top/build/examples"
+guest_rc=0
+"$here/run-guest.sh" "$kdir" "$top/build/initramfs-demo.cpio.gz" demo "$logdir" || guest_rc=$?
+# Show the demo sections and the guest's set-up steps.
+awk '/^### BEGIN demo/ { on = 1; print "== " $4; next }
+     /^### END demo/ { on = 0; if ($5 != "rc=0") { print "   (exit " $5 ")"; bad = 1 } next }
+     /^### BEGIN tap guest_setup/ { setup = 1; next }
+     /^### END tap guest_setup/ { setup = 0; next }
+     setup && /^not ok/ { print "guest set-up failed: " $0; bad = 1 }
+     on { print }
+     END { exit bad }' "$logdir/results.log" || { log "the demo failed; see $logdir"; exit 1; }
+[ "$guest_rc" = 0 ] || { log "guest run ended with status $guest_rc; see $logdir/console.log"; exit 1; }

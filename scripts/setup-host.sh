@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Install, idempotently, everything the host needs to build the vamr test
+# kernel, the module and the guest image, and fetch the kernel source.
+#
+# - Debian packages (build tools, libclang-19, rdma-core user space, busybox).
+# - qemu-system-x86 from bookworm-backports (apt preference priority 100).
+# - trixie-backports and sid, pinned at priority 1 so nothing installed is
+#   ever upgraded from them; used only to `apt-get download linux-source-7.3`.
+# - rust-src for the rustup toolchain, bindgen-cli via cargo.
+#
+# The mirror URI is read from the machine's own apt sources.
+#
+# Output: $VAMR_CACHE/src/linux-source-7.3_<version>_all.deb and
+#         $VAMR_CACHE/src/kernel-version (the Debian version used).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+need_root() {
+	if [ "$(id -u)" != 0 ]; then
+		die "setup-host.sh must run as root (it installs Debian packages)"
+	fi
+}
+
+mirror_uri() {
+	local f=/etc/apt/sources.list.d/debian.sources uri=""
+	if [ -f "$f" ]; then
+		uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' "$f")
+	fi
+	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+		uri=$(awk '$1 == "deb" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list)
+	fi
+	[ -n "$uri" ] || die "cannot find the Debian mirror URI in the apt sources"
+	echo "$uri"
+}
+
+add_suites() {
+	local uri src=/etc/apt/sources.list.d/vamr-extra.sources
+	local pref=/etc/apt/preferences.d/vamr-extra
+	uri=$(mirror_uri)
+	local want
+	want=$(cat <<EOT
+Types: deb
+URIs: $uri
+Suites: bookworm-backports trixie-backports sid
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOT
+)
+	local want_pref
+	want_pref=$(cat <<EOT
+Package: *
+Pin: release n=bookworm-backports
+Pin-Priority: 100
+
+Package: *
+Pin: release n=trixie-backports
+Pin-Priority: 1
+
+Package: *
+Pin: release n=sid
+Pin-Priority: 1
+EOT
+)
+	local changed=0
+	if [ "$(cat "$src" 2>/dev/null)" != "$want" ]; then
+		echo "$want" >"$src"
+		changed=1
+	fi
+	if [ "$(cat "$pref" 2>/dev/null)" != "$want_pref" ]; then
+		echo "$want_pref" >"$pref"
+		changed=1
+	fi
+	local stamp=/var/lib/apt/lists/.vamr-updated
+	if [ "$changed" = 1 ] || [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +720 2>/dev/null)" ]; then
+		log "apt-get update"
+		apt-get update -qq || die "apt-get update failed"
+		touch "$stamp"
+	fi
+}
+
+install_debs() {
+	local pkgs=(build-essential flex bison bc libelf-dev libssl-dev cpio kmod
+		libclang-19-dev rdma-core libibverbs-dev ibverbs-utils
+		ibverbs-providers perftest iproute2 busybox-static python3 xz-utils
+		pahole)
+	local missing=()
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing: ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	fi
+	if ! command -v qemu-system-x86_64 >/dev/null; then
+		log "installing qemu-system-x86 from bookworm-backports"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-t bookworm-backports qemu-system-x86
+	fi
+}
+
+install_rust_bits() {
+	command -v rustup >/dev/null || die "rustup is not on PATH (need the rustup toolchain)"
+	if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+		log "rustup component add rust-src"
+		rustup component add rust-src
+	fi
+	if ! command -v bindgen >/dev/null; then
+		log "cargo install bindgen-cli --locked"
+		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo install bindgen-cli --locked --version 0.72.1 ||
+			LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo install bindgen-cli --locked
+	fi
+}
+
+fetch_kernel_source() {
+	local dir="$VAMR_CACHE/src"
+	mkdir -p "$dir"
+	local ver
+	ver=$(apt-cache madison linux-source-7.3 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' |
+		sort -V | tail -n1)
+	if [ -z "$ver" ]; then
+		die "no linux-source-7.3 package is reachable in trixie-backports or sid; check the apt sources"
+	fi
+	local deb="$dir/linux-source-7.3_${ver}_all.deb"
+	if [ ! -f "$deb" ]; then
+		log "apt-get download linux-source-7.3=$ver"
+		(cd "$dir" && apt-get download -qq "linux-source-7.3=$ver") ||
+			die "apt-get download linux-source-7.3=$ver failed"
+		mv "$dir"/linux-source-7.3_*"${ver##*:}"*_all.deb "$deb" 2>/dev/null || true
+	fi
+	echo "$ver" >"$dir/kernel-version"
+	log "kernel source: linux-source-7.3 $ver"
+}
+
+need_root
+add_suites
+install_debs
+install_rust_bits
+fetch_kernel_source
+log "host set-up complete"
