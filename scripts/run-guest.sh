@@ -33,13 +33,14 @@ boot() { # accel timeout-seconds
 	echo "$accel" >"$logdir/accel"
 	log "booting the test kernel ($accel, mode $mode, watchdog ${tmo}s)"
 	local rc=0
-	timeout -k 10 "$tmo" qemu-system-x86_64 \
+	# The group's stderr also takes bash's report of a QEMU killed by a signal.
+	{ timeout -k 10 "$tmo" qemu-system-x86_64 \
 		"${accel_opts[@]}" -smp 2 -m 2G \
 		-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initrd" \
 		-append "console=ttyS0 panic=-1 oops=panic vamr_guest_mode=$mode" \
 		-nic none -display none -monitor none -no-reboot \
 		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
-		</dev/null 2>"$logdir/qemu.log" || rc=$?
+		</dev/null; } 2>"$logdir/qemu.log" || rc=$?
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 		log "watchdog: the guest did not finish within ${tmo}s"
 		return 124
@@ -56,7 +57,7 @@ if [ "$accel" = auto ]; then
 		if boot kvm $((timeout_s < 120 ? timeout_s : 120)); then
 			exit 0
 		fi
-		log "KVM boot did not complete ($(tail -n1 "$logdir/qemu.log" 2>/dev/null)); falling back to TCG"
+		log "KVM boot did not complete ($(grep -m1 -v -e '^/' -e '^$' "$logdir/qemu.log" 2>/dev/null)); falling back to TCG"
 	fi
 	accel=tcg
 fi

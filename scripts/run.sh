@@ -24,5 +24,5 @@ awk '/^### BEGIN demo/ { on = 1; print "== " $4; next }
      /^### END tap guest_setup/ { setup = 0; next }
      setup && /^not ok/ { print "guest set-up failed: " $0; bad = 1 }
      on { print }
-     END { exit bad }' "$logdir/results.log" || { log "the demo failed; see $logdir"; exit 1; }
+     END { exit bad }' <(tr -d '\r' <"$logdir/results.log") || { log "the demo failed; see $logdir"; exit 1; }
 [ "$guest_rc" = 0 ] || { log "guest run ended with status $guest_rc; see $logdir/console.log"; exit 1; }

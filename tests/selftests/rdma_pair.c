@@ -1,0 +1,784 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdma_pair: two RC QPs on one RDMA device connected to each other.
+ * See rdma_pair.h for the API and its conventions.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rdma_pair.h"
+
+/* Initial PSNs; rdma_pair_recover() moves them on so old packets can't match. */
+#define PSN_BASE_0	0x001234
+#define PSN_BASE_1	0x005678
+#define PSN_STEP	0x010101
+#define PSN_MASK	0xffffff
+
+/* WR ids the _sync helpers use. */
+#define SYNC_WR_ID	0x5a5a0000ULL
+
+/* A verbs call that returns an errno value (or -1 and errno) -> -errno. */
+static int verbs_err(int rc)
+{
+	if (rc > 0)
+		return -rc;
+	if (rc < 0)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+/* A verbs call that returned NULL -> -errno. */
+static int null_err(void)
+{
+	return errno ? -errno : -ENOMEM;
+}
+
+static bool side_ok(const struct rdma_pair *p, int side)
+{
+	return p && (side == 0 || side == 1) && p->qp[side];
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(long ns)
+{
+	struct timespec ts = { .tv_sec = ns / 1000000000L,
+			       .tv_nsec = ns % 1000000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+const char *rdma_pair_default_dev(void)
+{
+	const char *s = getenv(RDMA_PAIR_ENV_DEV);
+
+	return (s && *s) ? s : RDMA_PAIR_DEFAULT_DEV;
+}
+
+/* ::ffff:127.0.0.1, the IPv4-mapped GID of 127.0.0.1 on RoCEv2. */
+static bool gid_is_v4_loopback(const union ibv_gid *gid)
+{
+	static const uint8_t want[16] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1,
+	};
+
+	return memcmp(gid->raw, want, sizeof(want)) == 0;
+}
+
+/*
+ * Look for ::ffff:127.0.0.1 in the port's GID table.  Returns its index or
+ * -ENOENT.  Entries that ibv_query_gid_ex() reports as RoCE v1 are skipped
+ * (rxe only has v2 ones; a device with both lists the address twice).
+ */
+static int find_gid(struct rdma_pair *p, int tbl_len)
+{
+	int i;
+
+	for (i = 0; i < tbl_len; i++) {
+		struct ibv_gid_entry ent;
+		union ibv_gid gid;
+
+		if (ibv_query_gid(p->ctx, p->port, i, &gid))
+			continue;
+		if (!gid_is_v4_loopback(&gid))
+			continue;
+		memset(&ent, 0, sizeof(ent));
+		if (!ibv_query_gid_ex(p->ctx, p->port, i, &ent, 0) &&
+		    ent.gid_type == IBV_GID_TYPE_ROCE_V1)
+			continue;
+		p->gid = gid;
+		return i;
+	}
+	return -ENOENT;
+}
+
+/* Wait for the port to be ACTIVE and the GID to exist. */
+static int wait_port_and_gid(struct rdma_pair *p)
+{
+	uint64_t deadline = now_ns() + (uint64_t)RDMA_PAIR_GID_WAIT_MS * 1000000ULL;
+
+	for (;;) {
+		struct ibv_port_attr pattr;
+		int rc;
+
+		memset(&pattr, 0, sizeof(pattr));
+		rc = ibv_query_port(p->ctx, p->port, &pattr);
+		if (rc)
+			return verbs_err(rc);
+		if (pattr.state == IBV_PORT_ACTIVE) {
+			rc = find_gid(p, pattr.gid_tbl_len);
+			if (rc >= 0) {
+				p->gid_index = rc;
+				return 0;
+			}
+		}
+		if (now_ns() >= deadline)
+			return -ENETUNREACH;
+		sleep_ns(50 * 1000000L);
+	}
+}
+
+static int open_device(struct rdma_pair *p)
+{
+	struct ibv_device **list;
+	int i, n = 0, rc = -ENODEV;
+
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return -ENODEV;	/* no RDMA support at all */
+	for (i = 0; i < n; i++) {
+		if (strcmp(ibv_get_device_name(list[i]), p->dev_name))
+			continue;
+		p->ctx = ibv_open_device(list[i]);
+		rc = p->ctx ? 0 : null_err();
+		break;
+	}
+	ibv_free_device_list(list);
+	return rc;
+}
+
+static int create_qp(struct rdma_pair *p, int side)
+{
+	struct ibv_qp_init_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.send_cq = p->scq[side];
+	attr.recv_cq = p->rcq[side];
+	attr.qp_type = IBV_QPT_RC;
+	attr.sq_sig_all = 0;
+	attr.cap.max_send_wr = RDMA_PAIR_QUEUE_DEPTH;
+	attr.cap.max_recv_wr = RDMA_PAIR_QUEUE_DEPTH;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	attr.cap.max_inline_data = 0;
+
+	p->qp[side] = ibv_create_qp(p->pd, &attr);
+	return p->qp[side] ? 0 : null_err();
+}
+
+static int qp_to_reset(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RESET;
+	return verbs_err(ibv_modify_qp(qp, &attr, IBV_QP_STATE));
+}
+
+static int qp_to_init(struct rdma_pair *p, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.pkey_index = 0;
+	attr.port_num = p->port;
+	attr.qp_access_flags = RDMA_PAIR_QP_ACCESS;
+	return verbs_err(ibv_modify_qp(qp, &attr,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+}
+
+static int qp_to_rtr(struct rdma_pair *p, struct ibv_qp *qp,
+		     uint32_t dest_qpn, uint32_t rq_psn)
+{
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	attr.path_mtu = p->mtu;
+	attr.dest_qp_num = dest_qpn;
+	attr.rq_psn = rq_psn & PSN_MASK;
+	attr.max_dest_rd_atomic = 4;
+	attr.min_rnr_timer = 12;
+	attr.ah_attr.is_global = 1;
+	attr.ah_attr.dlid = 0;
+	attr.ah_attr.sl = 0;
+	attr.ah_attr.src_path_bits = 0;
+	attr.ah_attr.port_num = p->port;
+	attr.ah_attr.grh.dgid = p->gid;
+	attr.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
+	attr.ah_attr.grh.hop_limit = 64;
+	attr.ah_attr.grh.traffic_class = 0;
+	attr.ah_attr.grh.flow_label = 0;
+	return verbs_err(ibv_modify_qp(qp, &attr,
+				       IBV_QP_STATE | IBV_QP_AV |
+				       IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				       IBV_QP_RQ_PSN |
+				       IBV_QP_MAX_DEST_RD_ATOMIC |
+				       IBV_QP_MIN_RNR_TIMER));
+}
+
+static int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn)
+{
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTS;
+	attr.timeout = 14;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = 7;
+	attr.sq_psn = sq_psn & PSN_MASK;
+	attr.max_rd_atomic = 4;
+	return verbs_err(ibv_modify_qp(qp, &attr,
+				       IBV_QP_STATE | IBV_QP_TIMEOUT |
+				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
+}
+
+/* Both QPs in RESET -> INIT -> RTR -> RTS, each pointing at the other. */
+static int connect_pair(struct rdma_pair *p)
+{
+	int rc, i;
+
+	for (i = 0; i < 2; i++) {
+		rc = qp_to_init(p, p->qp[i]);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < 2; i++) {
+		/* qp[i] receives what qp[!i] sends, starting at qp[!i]'s sq_psn */
+		rc = qp_to_rtr(p, p->qp[i], p->qp[!i]->qp_num, p->psn[!i]);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < 2; i++) {
+		rc = qp_to_rts(p->qp[i], p->psn[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int rdma_pair_close(struct rdma_pair *p)
+{
+	int i, rc, first = 0;
+
+	if (!p)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		if (p->qp[i]) {
+			rc = verbs_err(ibv_destroy_qp(p->qp[i]));
+			if (rc && !first)
+				first = rc;
+			p->qp[i] = NULL;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		if (p->scq[i]) {
+			rc = verbs_err(ibv_destroy_cq(p->scq[i]));
+			if (rc && !first)
+				first = rc;
+			p->scq[i] = NULL;
+		}
+		if (p->rcq[i]) {
+			rc = verbs_err(ibv_destroy_cq(p->rcq[i]));
+			if (rc && !first)
+				first = rc;
+			p->rcq[i] = NULL;
+		}
+	}
+	if (p->pd) {
+		rc = verbs_err(ibv_dealloc_pd(p->pd));
+		if (rc && !first)
+			first = rc;
+		p->pd = NULL;
+	}
+	if (p->ctx) {
+		rc = verbs_err(ibv_close_device(p->ctx));
+		if (rc && !first)
+			first = rc;
+		p->ctx = NULL;
+	}
+	return first;
+}
+
+int rdma_pair_open(struct rdma_pair *p, const char *dev_name)
+{
+	int rc, i;
+
+	if (!p)
+		return -EINVAL;
+	memset(p, 0, sizeof(*p));
+	if (!dev_name)
+		dev_name = rdma_pair_default_dev();
+	if (strlen(dev_name) >= sizeof(p->dev_name))
+		return -ENAMETOOLONG;
+	strcpy(p->dev_name, dev_name);
+	p->port = RDMA_PAIR_PORT;
+	p->mtu = IBV_MTU_1024;
+	p->gid_index = -1;
+	p->psn[0] = PSN_BASE_0;
+	p->psn[1] = PSN_BASE_1;
+
+	rc = open_device(p);
+	if (rc)
+		goto fail;
+
+	rc = wait_port_and_gid(p);
+	if (rc)
+		goto fail;
+
+	p->pd = ibv_alloc_pd(p->ctx);
+	if (!p->pd) {
+		rc = null_err();
+		goto fail;
+	}
+	for (i = 0; i < 2; i++) {
+		p->scq[i] = ibv_create_cq(p->ctx, RDMA_PAIR_CQ_DEPTH, NULL, NULL, 0);
+		if (!p->scq[i]) {
+			rc = null_err();
+			goto fail;
+		}
+		p->rcq[i] = ibv_create_cq(p->ctx, RDMA_PAIR_CQ_DEPTH, NULL, NULL, 0);
+		if (!p->rcq[i]) {
+			rc = null_err();
+			goto fail;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		rc = create_qp(p, i);
+		if (rc)
+			goto fail;
+	}
+	rc = connect_pair(p);
+	if (rc)
+		goto fail;
+	return 0;
+
+fail:
+	rdma_pair_close(p);
+	memset(p, 0, sizeof(*p));
+	return rc;
+}
+
+int rdma_pair_reg_mr(struct rdma_pair *p, void *addr, size_t len,
+		     unsigned int access, struct ibv_mr **mr)
+{
+	struct ibv_mr *m;
+
+	if (!p || !p->pd || !mr)
+		return -EINVAL;
+	*mr = NULL;
+	errno = 0;
+	/*
+	 * ibv_reg_mr_iova2 is what ibv_reg_mr() itself calls for a non-constant
+	 * access value; calling it directly makes it plain that every bit,
+	 * including IBV_ACCESS_OPTIONAL_RANGE ones, is handed on.
+	 */
+	m = ibv_reg_mr_iova2(p->pd, addr, len, (uintptr_t)addr, access);
+	if (!m)
+		return null_err();
+	*mr = m;
+	return 0;
+}
+
+/* --- posting --- */
+
+static int post_send_wr(struct rdma_pair *p, int side, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad = NULL;
+
+	if (!side_ok(p, side))
+		return -EINVAL;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	errno = 0;
+	return verbs_err(ibv_post_send(p->qp[side], wr, &bad));
+}
+
+static int post_rdma(struct rdma_pair *p, int side, uint64_t wr_id,
+		     enum ibv_wr_opcode op, const void *laddr, uint32_t lkey,
+		     uint64_t raddr, uint32_t rkey, uint32_t len)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)laddr,
+		.length = len,
+		.lkey = lkey,
+	};
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.sg_list = len ? &sge : NULL;
+	wr.num_sge = len ? 1 : 0;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return post_send_wr(p, side, &wr);
+}
+
+int rdma_pair_post_write(struct rdma_pair *p, int side, uint64_t wr_id,
+			 const void *laddr, uint32_t lkey,
+			 uint64_t raddr, uint32_t rkey, uint32_t len)
+{
+	return post_rdma(p, side, wr_id, IBV_WR_RDMA_WRITE, laddr, lkey,
+			 raddr, rkey, len);
+}
+
+int rdma_pair_post_read(struct rdma_pair *p, int side, uint64_t wr_id,
+			void *laddr, uint32_t lkey,
+			uint64_t raddr, uint32_t rkey, uint32_t len)
+{
+	return post_rdma(p, side, wr_id, IBV_WR_RDMA_READ, laddr, lkey,
+			 raddr, rkey, len);
+}
+
+int rdma_pair_post_send(struct rdma_pair *p, int side, uint64_t wr_id,
+			const void *laddr, uint32_t lkey, uint32_t len)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)laddr,
+		.length = len,
+		.lkey = lkey,
+	};
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = len ? &sge : NULL;
+	wr.num_sge = len ? 1 : 0;
+	return post_send_wr(p, side, &wr);
+}
+
+int rdma_pair_post_recv(struct rdma_pair *p, int side, uint64_t wr_id,
+			void *laddr, uint32_t lkey, uint32_t len)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)laddr,
+		.length = len,
+		.lkey = lkey,
+	};
+	struct ibv_recv_wr wr, *bad = NULL;
+
+	if (!side_ok(p, side))
+		return -EINVAL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = len ? &sge : NULL;
+	wr.num_sge = len ? 1 : 0;
+	errno = 0;
+	return verbs_err(ibv_post_recv(p->qp[side], &wr, &bad));
+}
+
+static int post_atomic(struct rdma_pair *p, int side, uint64_t wr_id,
+		       enum ibv_wr_opcode op, uint64_t *result, uint32_t lkey,
+		       uint64_t raddr, uint32_t rkey,
+		       uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)result,
+		.length = sizeof(uint64_t),
+		.lkey = lkey,
+	};
+	struct ibv_send_wr wr;
+
+	if (raddr & 7)
+		return -EINVAL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = compare_add;
+	wr.wr.atomic.swap = swap;
+	return post_send_wr(p, side, &wr);
+}
+
+int rdma_pair_post_fetch_add(struct rdma_pair *p, int side, uint64_t wr_id,
+			     uint64_t *result, uint32_t lkey,
+			     uint64_t raddr, uint32_t rkey, uint64_t add)
+{
+	return post_atomic(p, side, wr_id, IBV_WR_ATOMIC_FETCH_AND_ADD,
+			   result, lkey, raddr, rkey, add, 0);
+}
+
+int rdma_pair_post_cmp_swap(struct rdma_pair *p, int side, uint64_t wr_id,
+			    uint64_t *result, uint32_t lkey,
+			    uint64_t raddr, uint32_t rkey,
+			    uint64_t compare, uint64_t swap)
+{
+	return post_atomic(p, side, wr_id, IBV_WR_ATOMIC_CMP_AND_SWP,
+			   result, lkey, raddr, rkey, compare, swap);
+}
+
+/* --- completions --- */
+
+static int wait_cq(struct ibv_cq *cq, int timeout_ms, struct ibv_wc *out)
+{
+	uint64_t deadline;
+	struct ibv_wc wc;
+	unsigned int spins = 0;
+
+	if (timeout_ms <= 0)
+		timeout_ms = RDMA_PAIR_DEFAULT_TIMEOUT_MS;
+	deadline = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+
+	for (;;) {
+		int n;
+
+		memset(&wc, 0, sizeof(wc));
+		n = ibv_poll_cq(cq, 1, &wc);
+		if (n < 0)
+			return -EIO;
+		if (n > 0) {
+			if (out)
+				*out = wc;
+			return (int)wc.status;
+		}
+		if (now_ns() >= deadline)
+			return -ETIMEDOUT;
+		/* spin a little first, then back off to short sleeps */
+		if (++spins > 1000)
+			sleep_ns(50 * 1000L);
+	}
+}
+
+int rdma_pair_wait_send(struct rdma_pair *p, int side, int timeout_ms,
+			struct ibv_wc *wc)
+{
+	if (!side_ok(p, side))
+		return -EINVAL;
+	return wait_cq(p->scq[side], timeout_ms, wc);
+}
+
+int rdma_pair_wait_recv(struct rdma_pair *p, int side, int timeout_ms,
+			struct ibv_wc *wc)
+{
+	if (!side_ok(p, side))
+		return -EINVAL;
+	return wait_cq(p->rcq[side], timeout_ms, wc);
+}
+
+static int drain_cq(struct ibv_cq *cq)
+{
+	struct ibv_wc wc[16];
+	int n, total = 0;
+
+	if (!cq)
+		return 0;
+	while ((n = ibv_poll_cq(cq, 16, wc)) > 0)
+		total += n;
+	return total;
+}
+
+int rdma_pair_drain(struct rdma_pair *p)
+{
+	int i, total = 0;
+
+	if (!p)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		total += drain_cq(p->scq[i]);
+		total += drain_cq(p->rcq[i]);
+	}
+	return total;
+}
+
+/* Wait for the send completion of a _sync op and check it is ours. */
+static int wait_sync(struct rdma_pair *p, int side, int timeout_ms,
+		     enum ibv_wc_opcode op)
+{
+	struct ibv_wc wc;
+	int rc;
+
+	rc = rdma_pair_wait_send(p, side, timeout_ms, &wc);
+	if (rc != IBV_WC_SUCCESS)
+		return rc;	/* error status or -errno; opcode invalid then */
+	if (wc.wr_id != SYNC_WR_ID || wc.opcode != op)
+		return -EPROTO;
+	return IBV_WC_SUCCESS;
+}
+
+int rdma_pair_write_sync(struct rdma_pair *p, int side,
+			 const void *laddr, uint32_t lkey,
+			 uint64_t raddr, uint32_t rkey, uint32_t len,
+			 int timeout_ms)
+{
+	int rc = rdma_pair_post_write(p, side, SYNC_WR_ID, laddr, lkey,
+				      raddr, rkey, len);
+
+	return rc ? rc : wait_sync(p, side, timeout_ms, IBV_WC_RDMA_WRITE);
+}
+
+int rdma_pair_read_sync(struct rdma_pair *p, int side,
+			void *laddr, uint32_t lkey,
+			uint64_t raddr, uint32_t rkey, uint32_t len,
+			int timeout_ms)
+{
+	int rc = rdma_pair_post_read(p, side, SYNC_WR_ID, laddr, lkey,
+				     raddr, rkey, len);
+
+	return rc ? rc : wait_sync(p, side, timeout_ms, IBV_WC_RDMA_READ);
+}
+
+int rdma_pair_fetch_add_sync(struct rdma_pair *p, int side,
+			     uint64_t *result, uint32_t lkey,
+			     uint64_t raddr, uint32_t rkey, uint64_t add,
+			     int timeout_ms)
+{
+	int rc = rdma_pair_post_fetch_add(p, side, SYNC_WR_ID, result, lkey,
+					  raddr, rkey, add);
+
+	return rc ? rc : wait_sync(p, side, timeout_ms, IBV_WC_FETCH_ADD);
+}
+
+int rdma_pair_cmp_swap_sync(struct rdma_pair *p, int side,
+			    uint64_t *result, uint32_t lkey,
+			    uint64_t raddr, uint32_t rkey,
+			    uint64_t compare, uint64_t swap, int timeout_ms)
+{
+	int rc = rdma_pair_post_cmp_swap(p, side, SYNC_WR_ID, result, lkey,
+					 raddr, rkey, compare, swap);
+
+	return rc ? rc : wait_sync(p, side, timeout_ms, IBV_WC_COMP_SWAP);
+}
+
+int rdma_pair_send_recv_sync(struct rdma_pair *p, int side,
+			     const void *saddr, uint32_t slkey, uint32_t slen,
+			     void *raddr_local, uint32_t rlkey, uint32_t rlen,
+			     int timeout_ms, struct ibv_wc *recv_wc)
+{
+	struct ibv_wc wc;
+	int rc, send_rc;
+
+	if (!side_ok(p, side) || !side_ok(p, !side))
+		return -EINVAL;
+	rc = rdma_pair_post_recv(p, !side, SYNC_WR_ID, raddr_local, rlkey, rlen);
+	if (rc)
+		return rc;
+	rc = rdma_pair_post_send(p, side, SYNC_WR_ID, saddr, slkey, slen);
+	if (rc)
+		return rc;
+	send_rc = wait_sync(p, side, timeout_ms, IBV_WC_SEND);
+	if (send_rc != IBV_WC_SUCCESS)
+		return send_rc;
+	/*
+	 * On RC the send completes only after the responder acked, i.e. after
+	 * the receive WQE was consumed; its completion is (about to be) there.
+	 */
+	rc = rdma_pair_wait_recv(p, !side, timeout_ms, &wc);
+	if (rc < 0)
+		return rc;
+	if (recv_wc)
+		*recv_wc = wc;
+	if (rc != IBV_WC_SUCCESS)
+		return rc;
+	if (wc.wr_id != SYNC_WR_ID || wc.opcode != IBV_WC_RECV)
+		return -EPROTO;
+	return IBV_WC_SUCCESS;
+}
+
+/* --- QP state --- */
+
+int rdma_pair_qp_state(struct rdma_pair *p, int side)
+{
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	int rc;
+
+	if (!side_ok(p, side))
+		return -EINVAL;
+	memset(&attr, 0, sizeof(attr));
+	memset(&init, 0, sizeof(init));
+	rc = ibv_query_qp(p->qp[side], &attr, IBV_QP_STATE, &init);
+	if (rc)
+		return verbs_err(rc);
+	return (int)attr.qp_state;
+}
+
+int rdma_pair_wait_qp_state(struct rdma_pair *p, int side,
+			    enum ibv_qp_state state, int timeout_ms)
+{
+	uint64_t deadline;
+	int st;
+
+	if (timeout_ms <= 0)
+		timeout_ms = RDMA_PAIR_DEFAULT_TIMEOUT_MS;
+	deadline = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	for (;;) {
+		st = rdma_pair_qp_state(p, side);
+		if (st < 0 || st == (int)state)
+			return st;
+		if (now_ns() >= deadline)
+			return st;
+		sleep_ns(1000000L);
+	}
+}
+
+static int qp_to_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_ERR;
+	return verbs_err(ibv_modify_qp(qp, &attr, IBV_QP_STATE));
+}
+
+/* One attempt of rdma_pair_recover(). */
+static int recover_once(struct rdma_pair *p)
+{
+	int rc, i;
+
+	/*
+	 * ERR first: any error handling still running in the provider (rxe
+	 * posts the error CQE before it moves the QP to ERR, from its own
+	 * task) then finds the state it would set anyway.  Give it a moment.
+	 */
+	for (i = 0; i < 2; i++) {
+		rc = qp_to_err(p->qp[i]);
+		if (rc)
+			return rc;
+	}
+	sleep_ns(10 * 1000000L);
+	for (i = 0; i < 2; i++) {
+		rc = qp_to_reset(p->qp[i]);
+		if (rc)
+			return rc;
+	}
+	/*
+	 * Flush completions of the dead connection may sit in the CQs; a QP
+	 * in RESET generates no new ones, so one drain is enough.
+	 */
+	rdma_pair_drain(p);
+	/* A late error transition could have overridden RESET: check. */
+	for (i = 0; i < 2; i++) {
+		rc = rdma_pair_qp_state(p, i);
+		if (rc < 0)
+			return rc;
+		if (rc != IBV_QPS_RESET)
+			return -EAGAIN;
+	}
+	for (i = 0; i < 2; i++)
+		p->psn[i] = (p->psn[i] + PSN_STEP) & PSN_MASK;
+	return connect_pair(p);
+}
+
+int rdma_pair_recover(struct rdma_pair *p)
+{
+	int rc = -EINVAL, attempt;
+
+	if (!side_ok(p, 0) || !side_ok(p, 1))
+		return -EINVAL;
+	for (attempt = 0; attempt < 3; attempt++) {
+		rc = recover_once(p);
+		if (!rc)
+			break;
+	}
+	return rc;
+}

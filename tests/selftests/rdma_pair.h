@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rdma_pair: two RC QPs on one RDMA device (soft-RoCE in the vamr test
+ * guest), connected to each other, plus small helpers to post work
+ * requests and wait for their completions.
+ *
+ * Both QPs live in the same PD, so an MR registered with
+ * rdma_pair_reg_mr() can be used as the local buffer of either side and as
+ * the remote target (rkey) of either side.  Side 0 and side 1 are
+ * symmetrical; tests usually post from side 0 ("requester") at an MR that
+ * side 1's responder then accesses.
+ *
+ * Each QP has its own send CQ and its own receive CQ, so send and receive
+ * completions never mix.
+ *
+ * Conventions: functions return 0 or a negative errno; the "wait" and
+ * "_sync" helpers return an enum ibv_wc_status (>= 0, IBV_WC_SUCCESS == 0)
+ * once a completion arrived, or a negative errno (-ETIMEDOUT, ...).
+ * Nothing here calls exit() or prints unless asked.
+ *
+ * Environment: VAMR_IBDEV names the device (default "rxe0").
+ */
+#ifndef VAMR_SELFTEST_RDMA_PAIR_H
+#define VAMR_SELFTEST_RDMA_PAIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#define RDMA_PAIR_DEFAULT_DEV		"rxe0"
+#define RDMA_PAIR_ENV_DEV		"VAMR_IBDEV"
+#define RDMA_PAIR_PORT			1
+#define RDMA_PAIR_QUEUE_DEPTH		64
+#define RDMA_PAIR_CQ_DEPTH		128
+#define RDMA_PAIR_DEFAULT_TIMEOUT_MS	5000
+/* How long rdma_pair_open() waits for the port / the GID to show up. */
+#define RDMA_PAIR_GID_WAIT_MS		3000
+
+/* Access flags for the QPs (what the responder allows at all). */
+#define RDMA_PAIR_QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+struct rdma_pair {
+	char dev_name[64];
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *scq[2];		/* send CQ of qp[i] */
+	struct ibv_cq *rcq[2];		/* receive CQ of qp[i] */
+	struct ibv_qp *qp[2];
+	uint8_t port;			/* RDMA_PAIR_PORT */
+	int gid_index;			/* index of ::ffff:127.0.0.1 */
+	union ibv_gid gid;		/* that GID (used as sgid and dgid) */
+	enum ibv_mtu mtu;		/* IBV_MTU_1024 */
+	uint32_t psn[2];		/* current initial send PSN of qp[i] */
+};
+
+/*
+ * The device name rdma_pair_open(p, NULL) uses: $VAMR_IBDEV, or "rxe0".
+ */
+const char *rdma_pair_default_dev(void);
+
+/*
+ * Open @dev_name (NULL: rdma_pair_default_dev()), allocate PD, CQs and two
+ * RC QPs, find the IPv4-mapped RoCEv2 GID ::ffff:127.0.0.1 (waiting up to
+ * RDMA_PAIR_GID_WAIT_MS for it and for the port to be ACTIVE) and connect
+ * the QPs to each other (both in RTS).
+ *
+ * Returns 0, -ENODEV if the device does not exist (callers usually SKIP),
+ * -ENETUNREACH if the port never became active or the GID never appeared,
+ * or another -errno.  On failure everything is released and *p is zeroed.
+ */
+int rdma_pair_open(struct rdma_pair *p, const char *dev_name);
+
+/*
+ * Destroy QPs, CQs, PD and close the device.  MRs must have been
+ * deregistered by the caller first (ibv_dealloc_pd fails with EBUSY
+ * otherwise; that is reported as the return value).  Safe on a zeroed or
+ * partially opened pair; safe to call twice.  Returns 0 or the first
+ * -errno met.
+ */
+int rdma_pair_close(struct rdma_pair *p);
+
+/*
+ * Register [addr, addr + len) in the pair's PD with arbitrary @access
+ * flags (including IBV_ACCESS_ON_DEMAND or bits in
+ * IBV_ACCESS_OPTIONAL_RANGE, which are passed through as is; iova = addr).
+ * Returns 0 and *mr, or -errno.  The caller deregisters with ibv_dereg_mr().
+ */
+int rdma_pair_reg_mr(struct rdma_pair *p, void *addr, size_t len,
+		     unsigned int access, struct ibv_mr **mr);
+
+/* --- posting (all WRs signaled; return 0 or -errno from ibv_post_*) --- */
+
+/* RDMA WRITE @len bytes from local @laddr (@lkey) to @raddr (@rkey). */
+int rdma_pair_post_write(struct rdma_pair *p, int side, uint64_t wr_id,
+			 const void *laddr, uint32_t lkey,
+			 uint64_t raddr, uint32_t rkey, uint32_t len);
+
+/* RDMA READ @len bytes from @raddr (@rkey) into local @laddr (@lkey). */
+int rdma_pair_post_read(struct rdma_pair *p, int side, uint64_t wr_id,
+			void *laddr, uint32_t lkey,
+			uint64_t raddr, uint32_t rkey, uint32_t len);
+
+/* SEND @len bytes from local @laddr (@lkey) to the other side's RQ. */
+int rdma_pair_post_send(struct rdma_pair *p, int side, uint64_t wr_id,
+			const void *laddr, uint32_t lkey, uint32_t len);
+
+/* Post a receive buffer of @len bytes at @laddr (@lkey) on @side's RQ. */
+int rdma_pair_post_recv(struct rdma_pair *p, int side, uint64_t wr_id,
+			void *laddr, uint32_t lkey, uint32_t len);
+
+/*
+ * 64-bit atomics on the 8-byte aligned @raddr (@rkey).  The original remote
+ * value is written by the device to the 8-byte local @result (@lkey, needs
+ * IBV_ACCESS_LOCAL_WRITE).  (On rxe all values are host-endian.)
+ */
+int rdma_pair_post_fetch_add(struct rdma_pair *p, int side, uint64_t wr_id,
+			     uint64_t *result, uint32_t lkey,
+			     uint64_t raddr, uint32_t rkey, uint64_t add);
+int rdma_pair_post_cmp_swap(struct rdma_pair *p, int side, uint64_t wr_id,
+			    uint64_t *result, uint32_t lkey,
+			    uint64_t raddr, uint32_t rkey,
+			    uint64_t compare, uint64_t swap);
+
+/* --- completions --- */
+
+/*
+ * Wait up to @timeout_ms (<= 0: RDMA_PAIR_DEFAULT_TIMEOUT_MS) for the next
+ * completion on @side's send CQ (resp. receive CQ).  Busy-polls with short
+ * sleeps.  Returns the completion's status (>= 0; IBV_WC_SUCCESS == 0) and
+ * copies it to *wc if @wc is not NULL, -ETIMEDOUT if none came, -EIO if
+ * ibv_poll_cq failed, -EINVAL on a bad side.
+ */
+int rdma_pair_wait_send(struct rdma_pair *p, int side, int timeout_ms,
+			struct ibv_wc *wc);
+int rdma_pair_wait_recv(struct rdma_pair *p, int side, int timeout_ms,
+			struct ibv_wc *wc);
+
+/* Poll every CQ of the pair until empty; returns how many were discarded. */
+int rdma_pair_drain(struct rdma_pair *p);
+
+/*
+ * Post one operation from @side and wait (@timeout_ms as above) for its
+ * send completion.  Return the completion status (>= 0) or -errno; a
+ * successful completion with a wrong wr_id or opcode gives -EPROTO.
+ */
+int rdma_pair_write_sync(struct rdma_pair *p, int side,
+			 const void *laddr, uint32_t lkey,
+			 uint64_t raddr, uint32_t rkey, uint32_t len,
+			 int timeout_ms);
+int rdma_pair_read_sync(struct rdma_pair *p, int side,
+			void *laddr, uint32_t lkey,
+			uint64_t raddr, uint32_t rkey, uint32_t len,
+			int timeout_ms);
+int rdma_pair_fetch_add_sync(struct rdma_pair *p, int side,
+			     uint64_t *result, uint32_t lkey,
+			     uint64_t raddr, uint32_t rkey, uint64_t add,
+			     int timeout_ms);
+int rdma_pair_cmp_swap_sync(struct rdma_pair *p, int side,
+			    uint64_t *result, uint32_t lkey,
+			    uint64_t raddr, uint32_t rkey,
+			    uint64_t compare, uint64_t swap, int timeout_ms);
+
+/*
+ * Post a RECV of @rlen bytes at @raddr_local (@rlkey) on the other side,
+ * then a SEND of @slen bytes from @saddr (@slkey) from @side; wait for
+ * both completions.  Returns the send status if it is not IBV_WC_SUCCESS,
+ * else the receive status, or -errno.  *recv_wc (if not NULL) gets the
+ * receive completion (byte_len tells how much arrived).
+ */
+int rdma_pair_send_recv_sync(struct rdma_pair *p, int side,
+			     const void *saddr, uint32_t slkey, uint32_t slen,
+			     void *raddr_local, uint32_t rlkey, uint32_t rlen,
+			     int timeout_ms, struct ibv_wc *recv_wc);
+
+/* --- QP state --- */
+
+/* Current state of qp[@side] (enum ibv_qp_state, >= 0) or -errno. */
+int rdma_pair_qp_state(struct rdma_pair *p, int side);
+
+/*
+ * Poll qp[@side]'s state until it is @state or @timeout_ms (<= 0: default)
+ * passed.  Returns the last state seen (>= 0) or -errno.  Useful after an
+ * error completion: rxe posts the error CQE before it moves the QP to ERR.
+ */
+int rdma_pair_wait_qp_state(struct rdma_pair *p, int side,
+			    enum ibv_qp_state state, int timeout_ms);
+
+/*
+ * Bring both QPs back after an error (or to abandon stuck WRs): ERR, then
+ * RESET both, discard everything left in the CQs, then INIT -> RTR -> RTS
+ * connected to each other again, with fresh PSNs.  Posted-but-uncompleted
+ * WRs are lost.  Retried up to 3 times if a late provider-side error
+ * transition races with it.  Returns 0 or -errno.
+ */
+int rdma_pair_recover(struct rdma_pair *p);
+
+#endif /* VAMR_SELFTEST_RDMA_PAIR_H */
