@@ -4,10 +4,11 @@
 //!
 //! The C header is the source of truth. The kernel's `bindings` crate does not cover
 //! out-of-tree headers, so the layouts are written again here; the KUnit suite at the end of
-//! this file compares every number with what the C compiler derived from the header (published
-//! by `src/vamr_glue.c`), so a drift fails the suite at module load.
+//! this file compares every ioctl number, size and key offset with what the C compiler derived
+//! from the header (published by `src/vamr_glue.c`), so a drift fails the suite at module load.
 
-use kernel::ioctl::_IOWR;
+use crate::notifier::Event;
+use kernel::ioctl::{_IOW, _IOWR};
 use kernel::prelude::*;
 use kernel::transmute::{AsBytes, FromBytes};
 
@@ -17,39 +18,103 @@ pub(crate) const ABI_VERSION: u32 = 1;
 /// ioctl type byte (unassigned in `Documentation/userspace-api/ioctl/ioctl-number.rst`).
 pub(crate) const IOCTL_TYPE: u32 = 0xBB;
 
+/// `VAMR_FEATURE_REGIONS`: REGISTER, UNREGISTER, ACCESS and STATS.
+pub(crate) const FEATURE_REGIONS: u64 = 1 << 0;
+/// `VAMR_FEATURE_ATOMICS`: `VAMR_IOC_ATOMIC`.
+pub(crate) const FEATURE_ATOMICS: u64 = 1 << 1;
+/// `VAMR_FEATURE_PREFETCH`: `VAMR_IOC_PREFETCH`.
+pub(crate) const FEATURE_PREFETCH: u64 = 1 << 2;
 /// Every feature bit this version of the ABI defines (`VAMR_FEATURES_KNOWN`).
-pub(crate) const FEATURES_KNOWN: u64 = 0;
+pub(crate) const FEATURES_KNOWN: u64 = FEATURE_REGIONS | FEATURE_ATOMICS | FEATURE_PREFETCH;
 
-/// Argument of `VAMR_IOC_QUERY` (`struct vamr_query`).
-///
-/// # Invariants
-///
-/// Plain old data: 24 bytes, no padding, the same layout for 32- and 64-bit user space.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub(crate) struct Query {
-    /// Out: [`ABI_VERSION`].
-    pub(crate) abi_version: u32,
-    /// In: must be 0.
-    pub(crate) flags: u32,
-    /// Out: feature bits the module implements, a subset of [`FEATURES_KNOWN`].
-    pub(crate) features: u64,
-    /// Out: `PAGE_SIZE` in bytes, the pinning granule.
-    pub(crate) page_size: u32,
-    /// In: must be 0. Out: 0.
-    pub(crate) reserved: u32,
+/// `VAMR_ACCESS_READ`.
+pub(crate) const ACCESS_READ: u32 = 1 << 0;
+/// `VAMR_ACCESS_WRITE`.
+pub(crate) const ACCESS_WRITE: u32 = 1 << 1;
+/// `VAMR_ACCESS_KNOWN`.
+pub(crate) const ACCESS_KNOWN: u32 = ACCESS_READ | ACCESS_WRITE;
+
+/// `VAMR_ACCESS_OP_READ`.
+pub(crate) const ACCESS_OP_READ: u32 = 0;
+/// `VAMR_ACCESS_OP_WRITE`.
+pub(crate) const ACCESS_OP_WRITE: u32 = 1;
+
+/// `VAMR_ATOMIC_CMP_SWAP`.
+pub(crate) const ATOMIC_CMP_SWAP: u32 = 0;
+/// `VAMR_ATOMIC_FETCH_ADD`.
+pub(crate) const ATOMIC_FETCH_ADD: u32 = 1;
+/// `VAMR_ATOMIC_WRITE`.
+pub(crate) const ATOMIC_WRITE: u32 = 2;
+
+/// `VAMR_STATS_GLOBAL`.
+pub(crate) const STATS_GLOBAL: u32 = 0xffff_ffff;
+
+/// Declares `repr(C)` plain-old-data ABI structures with their byte-transmute impls.
+macro_rules! abi_struct {
+    ($($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? })*) => {$(
+        $(#[$m])*
+        ///
+        /// # Invariants
+        ///
+        /// `repr(C)` with only `u32`/`u64` fields (or arrays and structs of them) laid out
+        /// without padding, as the static asserts of `src/vamr_glue.c` and the KUnit suite check.
+        #[repr(C)]
+        #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+        pub(crate) struct $name { $($(#[$fm])* pub(crate) $f: $t),* }
+
+        // SAFETY: integer fields only and no padding (type invariant): every bit pattern is
+        // valid, and there is no interior mutability.
+        unsafe impl FromBytes for $name {}
+        // SAFETY: integer fields only and no padding (type invariant): all bytes are initialized.
+        unsafe impl AsBytes for $name {}
+    )*};
 }
 
-// SAFETY: `Query` is `repr(C)` with only integer fields and no padding (4 + 4 + 8 + 4 + 4 bytes,
-// every field naturally aligned), so every bit pattern is a valid value and it has no interior
-// mutability.
-unsafe impl FromBytes for Query {}
-// SAFETY: `Query` is `repr(C)` with only integer fields and no padding (see above), so all of its
-// bytes are initialized.
-unsafe impl AsBytes for Query {}
+abi_struct! {
+    /// `struct vamr_query`.
+    Query { abi_version: u32, flags: u32, features: u64, page_size: u32, reserved: u32 }
+    /// `struct vamr_register`.
+    Register { addr: u64, len: u64, cookie: u64, access: u32, flags: u32, handle: u32, reserved: u32 }
+    /// `struct vamr_handle_arg`.
+    HandleArg { handle: u32, flags: u32 }
+    /// `struct vamr_access`.
+    Access { addr: u64, len: u64, buf: u64, handle: u32, op: u32 }
+    /// `struct vamr_atomic`.
+    Atomic { addr: u64, compare: u64, swap: u64, result: u64, handle: u32, op: u32 }
+    /// `struct vamr_prefetch`.
+    Prefetch { addr: u64, len: u64, handle: u32, flags: u32, pages: u32, reserved: u32 }
+    /// `struct vamr_counters`.
+    Counters {
+        pages_pinned: u64,
+        regions: u64,
+        invalidations: [u64; Event::COUNT],
+        invalidations_refused: u64,
+        pages_unpinned: u64,
+        eager_repins: u64,
+        ondemand_repins: u64,
+        repin_retries: u64,
+        access_faults: u64,
+        bytes_read: u64,
+        bytes_written: u64,
+    }
+    /// `struct vamr_stats`.
+    Stats { handle: u32, flags: u32, generation: u64, counters: Counters }
+}
 
-/// `VAMR_IOC_QUERY`: report the ABI version and the features.
+/// `VAMR_IOC_QUERY`.
 pub(crate) const IOC_QUERY: u32 = _IOWR::<Query>(IOCTL_TYPE, 0x00);
+/// `VAMR_IOC_REGISTER`.
+pub(crate) const IOC_REGISTER: u32 = _IOWR::<Register>(IOCTL_TYPE, 0x01);
+/// `VAMR_IOC_UNREGISTER`.
+pub(crate) const IOC_UNREGISTER: u32 = _IOW::<HandleArg>(IOCTL_TYPE, 0x02);
+/// `VAMR_IOC_ACCESS`.
+pub(crate) const IOC_ACCESS: u32 = _IOW::<Access>(IOCTL_TYPE, 0x03);
+/// `VAMR_IOC_ATOMIC`.
+pub(crate) const IOC_ATOMIC: u32 = _IOWR::<Atomic>(IOCTL_TYPE, 0x04);
+/// `VAMR_IOC_PREFETCH`.
+pub(crate) const IOC_PREFETCH: u32 = _IOWR::<Prefetch>(IOCTL_TYPE, 0x05);
+/// `VAMR_IOC_STATS`.
+pub(crate) const IOC_STATS: u32 = _IOWR::<Stats>(IOCTL_TYPE, 0x06);
 
 impl Query {
     /// Answers a `VAMR_IOC_QUERY` request.
@@ -79,39 +144,67 @@ mod tests {
 
     extern "C" {
         static vamr_c_abi_version: u32;
-        static vamr_c_ioc_query: u32;
-        static vamr_c_query_size: u32;
-        static vamr_c_query_off_features: u32;
-        static vamr_c_query_off_page_size: u32;
         static vamr_c_features_known: u64;
-    }
-
-    /// Reads one of the constants that `src/vamr_glue.c` derives from the C header.
-    fn c_u32(value: &'static u32) -> u32 {
-        *value
+        static vamr_c_access_known: u32;
+        static vamr_c_event_count: u32;
+        static vamr_c_ioc: [u32; 7];
+        static vamr_c_sizes: [u32; 8];
+        static vamr_c_offsets: [u32; 6];
     }
 
     #[test]
     fn rust_abi_matches_c_header() {
         // SAFETY: these are `const` objects defined in `src/vamr_glue.c`, linked into this module
-        // and never written; reading an initialized `u32`/`u64` through a shared reference is
-        // sound.
-        let (ver, ioc, size, off_features, off_page_size, known) = unsafe {
+        // and never written; copying them out is a plain read of initialized memory.
+        let (ver, known, access, events, ioc, sizes, offsets) = unsafe {
             (
-                c_u32(&vamr_c_abi_version),
-                c_u32(&vamr_c_ioc_query),
-                c_u32(&vamr_c_query_size),
-                c_u32(&vamr_c_query_off_features),
-                c_u32(&vamr_c_query_off_page_size),
+                vamr_c_abi_version,
                 vamr_c_features_known,
+                vamr_c_access_known,
+                vamr_c_event_count,
+                vamr_c_ioc,
+                vamr_c_sizes,
+                vamr_c_offsets,
             )
         };
         assert_eq!(ver, ABI_VERSION);
-        assert_eq!(ioc, IOC_QUERY);
-        assert_eq!(size as usize, size_of::<Query>());
-        assert_eq!(off_features as usize, offset_of!(Query, features));
-        assert_eq!(off_page_size as usize, offset_of!(Query, page_size));
         assert_eq!(known, FEATURES_KNOWN);
+        assert_eq!(access, ACCESS_KNOWN);
+        assert_eq!(events as usize, Event::COUNT);
+        let rust_ioc = [
+            IOC_QUERY,
+            IOC_REGISTER,
+            IOC_UNREGISTER,
+            IOC_ACCESS,
+            IOC_ATOMIC,
+            IOC_PREFETCH,
+            IOC_STATS,
+        ];
+        assert_eq!(ioc, rust_ioc);
+        let rust_sizes = [
+            size_of::<Query>(),
+            size_of::<Register>(),
+            size_of::<HandleArg>(),
+            size_of::<Access>(),
+            size_of::<Atomic>(),
+            size_of::<Prefetch>(),
+            size_of::<Stats>(),
+            size_of::<Counters>(),
+        ];
+        for (c, r) in sizes.iter().zip(rust_sizes.iter()) {
+            assert_eq!(*c as usize, *r);
+        }
+        let rust_offsets = [
+            offset_of!(Query, features),
+            offset_of!(Register, handle),
+            offset_of!(Access, handle),
+            offset_of!(Atomic, result),
+            offset_of!(Stats, counters),
+            offset_of!(Counters, bytes_written),
+        ];
+        for (c, r) in offsets.iter().zip(rust_offsets.iter()) {
+            assert_eq!(*c as usize, *r);
+        }
     }
 
     #[test]

@@ -42,13 +42,196 @@ struct vamr_query {
  * Bits not defined here are reserved and reported as 0.
  */
 
+/* REGISTER, UNREGISTER, ACCESS and STATS: regions with VA semantics. */
+#define VAMR_FEATURE_REGIONS (1ULL << 0)
+/* VAMR_IOC_ATOMIC: 8-byte atomics on a region. */
+#define VAMR_FEATURE_ATOMICS (1ULL << 1)
+/* VAMR_IOC_PREFETCH. */
+#define VAMR_FEATURE_PREFETCH (1ULL << 2)
+
 /* Mask of every feature bit this header defines. */
-#define VAMR_FEATURES_KNOWN 0ULL
+#define VAMR_FEATURES_KNOWN \
+	(VAMR_FEATURE_REGIONS | VAMR_FEATURE_ATOMICS | VAMR_FEATURE_PREFETCH)
+
+/* Access bits of a region (struct vamr_register.access). */
+#define VAMR_ACCESS_READ (1u << 0)  /* the region may be read (always implied) */
+#define VAMR_ACCESS_WRITE (1u << 1) /* the region may be written: pins with FOLL_WRITE */
+#define VAMR_ACCESS_KNOWN (VAMR_ACCESS_READ | VAMR_ACCESS_WRITE)
+
+/**
+ * struct vamr_register - argument of VAMR_IOC_REGISTER
+ * @addr: in: first byte of the range, any alignment.
+ * @len: in: length in bytes, > 0; addr + len must not overflow nor pass TASK_SIZE.
+ * @cookie: in: opaque value of the caller, reported in invalidation events.
+ * @access: in: VAMR_ACCESS_* bits.
+ * @flags: in: must be 0.
+ * @handle: out: the region's handle, valid for this open file only.
+ * @reserved: in: must be 0.
+ *
+ * Pins what is mapped in the range now (holes stay absent) and follows the
+ * mapping from then on. The covering pages are charged to the caller's
+ * locked memory (RLIMIT_MEMLOCK, as ibv_reg_mr does) until UNREGISTER or close.
+ * Errors: EINVAL (len 0, overflow, unknown access bits or flags, reserved),
+ * EFAULT (range beyond TASK_SIZE), ENOMEM (RLIMIT_MEMLOCK exceeded without
+ * CAP_IPC_LOCK, or no memory), EPERM (caller's mm is not the opener's),
+ * EINTR (fatal signal while pinning).
+ */
+struct vamr_register {
+	__u64 addr;
+	__u64 len;
+	__u64 cookie;
+	__u32 access;
+	__u32 flags;
+	__u32 handle;
+	__u32 reserved;
+};
+
+/**
+ * struct vamr_handle_arg - argument of VAMR_IOC_UNREGISTER
+ * @handle: in: a handle returned by VAMR_IOC_REGISTER on this open file.
+ * @flags: in: must be 0.
+ * Errors: ENOENT (no such region on this file), EINVAL (flags).
+ */
+struct vamr_handle_arg {
+	__u32 handle;
+	__u32 flags;
+};
+
+#define VAMR_ACCESS_OP_READ 0  /* copy from the region into buf */
+#define VAMR_ACCESS_OP_WRITE 1 /* copy from buf into the region */
+
+/**
+ * struct vamr_access - argument of VAMR_IOC_ACCESS
+ * @addr: in: first byte to access, inside the registered range.
+ * @len: in: bytes, > 0; [addr, addr + len) inside the registered range.
+ * @buf: in: user buffer of len bytes: destination (READ) or source (WRITE).
+ * @handle: in: the region.
+ * @op: in: VAMR_ACCESS_OP_*.
+ *
+ * Copies through the region's current pins, the path a device takes,
+ * pinning absent pages on demand.
+ * Errors: ENOENT (handle), EINVAL (op, range), EACCES (WRITE on a region
+ * without VAMR_ACCESS_WRITE), EFAULT (nothing mapped at a page of the range,
+ * or its protection forbids the access, or buf is bad), EPERM (other mm).
+ */
+struct vamr_access {
+	__u64 addr;
+	__u64 len;
+	__u64 buf;
+	__u32 handle;
+	__u32 op;
+};
+
+#define VAMR_ATOMIC_CMP_SWAP 0  /* if (*addr == compare) *addr = swap */
+#define VAMR_ATOMIC_FETCH_ADD 1 /* *addr += compare */
+#define VAMR_ATOMIC_WRITE 2     /* *addr = swap */
+
+/**
+ * struct vamr_atomic - argument of VAMR_IOC_ATOMIC
+ * @addr: in: 8-byte aligned address inside the registered range.
+ * @compare: in: compare value (CMP_SWAP) or addend (FETCH_ADD).
+ * @swap: in: value stored (CMP_SWAP, WRITE).
+ * @result: out: the value found before the operation.
+ * @handle: in: the region.
+ * @op: in: VAMR_ATOMIC_*.
+ * Errors: as VAMR_IOC_ACCESS; EINVAL also for a misaligned addr.
+ */
+struct vamr_atomic {
+	__u64 addr;
+	__u64 compare;
+	__u64 swap;
+	__u64 result;
+	__u32 handle;
+	__u32 op;
+};
+
+/**
+ * struct vamr_prefetch - argument of VAMR_IOC_PREFETCH
+ * @addr: in: first byte, inside the registered range.
+ * @len: in: bytes, > 0.
+ * @handle: in: the region.
+ * @flags: in: must be 0.
+ * @pages: out: pages newly pinned.
+ * @reserved: in: must be 0.
+ * Errors: as VAMR_IOC_ACCESS.
+ */
+struct vamr_prefetch {
+	__u64 addr;
+	__u64 len;
+	__u32 handle;
+	__u32 flags;
+	__u32 pages;
+	__u32 reserved;
+};
+
+/* Invalidation kinds, the index into struct vamr_counters.invalidations. */
+enum vamr_event {
+	VAMR_EVENT_UNMAP = 0,      /* munmap */
+	VAMR_EVENT_CLEAR,          /* MADV_DONTNEED, truncate, hole punch, mremap source */
+	VAMR_EVENT_PROTECTION_VMA, /* mprotect */
+	VAMR_EVENT_PROTECTION_PAGE,/* write protection: fork, KSM */
+	VAMR_EVENT_SOFT_DIRTY,
+	VAMR_EVENT_RELEASE,        /* process exit */
+	VAMR_EVENT_MIGRATE,        /* migration, compaction, THP collapse */
+	VAMR_EVENT_EXCLUSIVE,      /* device-exclusive access, and any other */
+	VAMR_EVENT_COUNT,
+};
+
+/**
+ * struct vamr_counters - statistics of one region, or of all of them
+ * @pages_pinned: pages pinned now.
+ * @regions: live regions (1 for a region).
+ * @invalidations: invalidations by enum vamr_event.
+ * @invalidations_refused: non-blockable invalidations refused (lock busy).
+ * @pages_unpinned: pages unpinned by invalidations.
+ * @eager_repins: pages re-pinned by the eager re-pin work after an invalidation.
+ * @ondemand_repins: pages pinned on demand by an access or a prefetch.
+ * @repin_retries: pin rounds thrown away because an invalidation raced.
+ * @access_faults: accesses that found nothing mapped (EFAULT).
+ * @bytes_read: bytes copied out of regions.
+ * @bytes_written: bytes copied into regions, atomics included.
+ */
+struct vamr_counters {
+	__u64 pages_pinned;
+	__u64 regions;
+	__u64 invalidations[VAMR_EVENT_COUNT];
+	__u64 invalidations_refused;
+	__u64 pages_unpinned;
+	__u64 eager_repins;
+	__u64 ondemand_repins;
+	__u64 repin_retries;
+	__u64 access_faults;
+	__u64 bytes_read;
+	__u64 bytes_written;
+};
+
+#define VAMR_STATS_GLOBAL 0xffffffffu
+
+/**
+ * struct vamr_stats - argument of VAMR_IOC_STATS
+ * @handle: in: a region, or VAMR_STATS_GLOBAL for the whole module.
+ * @flags: in: must be 0.
+ * @generation: out: invalidations that overlapped the region (0 for global).
+ * @counters: out.
+ * Errors: ENOENT (handle), EINVAL (flags).
+ */
+struct vamr_stats {
+	__u32 handle;
+	__u32 flags;
+	__u64 generation;
+	struct vamr_counters counters;
+};
 
 /*
  * VAMR_IOC_QUERY - report the ABI version and the features.
  * Errors: EFAULT (bad pointer), EINVAL (nonzero flags or reserved).
  */
 #define VAMR_IOC_QUERY _IOWR(VAMR_IOCTL_TYPE, 0x00, struct vamr_query)
+#define VAMR_IOC_REGISTER _IOWR(VAMR_IOCTL_TYPE, 0x01, struct vamr_register)
+#define VAMR_IOC_UNREGISTER _IOW(VAMR_IOCTL_TYPE, 0x02, struct vamr_handle_arg)
+#define VAMR_IOC_ACCESS _IOW(VAMR_IOCTL_TYPE, 0x03, struct vamr_access)
+#define VAMR_IOC_ATOMIC _IOWR(VAMR_IOCTL_TYPE, 0x04, struct vamr_atomic)
+#define VAMR_IOC_PREFETCH _IOWR(VAMR_IOCTL_TYPE, 0x05, struct vamr_prefetch)
+#define VAMR_IOC_STATS _IOWR(VAMR_IOCTL_TYPE, 0x06, struct vamr_stats)
 
 #endif /* _UAPI_MISC_VAMR_H */

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A small safe layer over `mmu_interval_notifier` (`include/linux/mmu_notifier.h`).
+//!
+//! [`IntervalNotifier`] is the C subscription embedded in an owner that must stay pinned while it
+//! is inserted. The owner implements [`InvalidateHandler`]; [`IntervalNotifier::ops`] builds the
+//! C ops table that forwards `invalidate` to it. The static inlines of the C header are reached
+//! through `src/vamr_glue.c`.
+
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::bindings;
+use kernel::prelude::*;
+use kernel::types::Opaque;
+
+// The kernel's own `bindings` crate allows `improper_ctypes` for these types too: they are
+// only passed by pointer. Declarations: src/vamr_glue.h.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn vamr_mmu_interval_set_seq(sub: *mut bindings::mmu_interval_notifier, cur_seq: usize);
+    fn vamr_mmu_interval_read_retry(sub: *mut bindings::mmu_interval_notifier, seq: usize) -> bool;
+    fn vamr_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
+}
+
+/// Why the mapping under a range changes (`enum mmu_notifier_event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// munmap(): the VMA is going away (`MMU_NOTIFY_UNMAP`).
+    Unmap,
+    /// Pages are zapped but the VMA stays: MADV_DONTNEED, truncate, hole punch, mremap's
+    /// source, ... (`MMU_NOTIFY_CLEAR`).
+    Clear,
+    /// mprotect() of a VMA (`MMU_NOTIFY_PROTECTION_VMA`).
+    ProtectionVma,
+    /// Write protection of pages: fork's COW set-up, KSM, ... (`MMU_NOTIFY_PROTECTION_PAGE`).
+    ProtectionPage,
+    /// Soft-dirty tracking reset (`MMU_NOTIFY_SOFT_DIRTY`).
+    SoftDirty,
+    /// The address space is torn down at process exit (`MMU_NOTIFY_RELEASE`).
+    Release,
+    /// Page migration, including compaction and THP collapse (`MMU_NOTIFY_MIGRATE`).
+    Migrate,
+    /// Device-exclusive access to pages (`MMU_NOTIFY_EXCLUSIVE`).
+    Exclusive,
+}
+
+impl Event {
+    /// Number of event kinds (for per-kind counters).
+    pub(crate) const COUNT: usize = 8;
+
+    fn from_raw(raw: bindings::mmu_notifier_event) -> Event {
+        match raw {
+            bindings::mmu_notifier_event_MMU_NOTIFY_UNMAP => Event::Unmap,
+            bindings::mmu_notifier_event_MMU_NOTIFY_CLEAR => Event::Clear,
+            bindings::mmu_notifier_event_MMU_NOTIFY_PROTECTION_VMA => Event::ProtectionVma,
+            bindings::mmu_notifier_event_MMU_NOTIFY_PROTECTION_PAGE => Event::ProtectionPage,
+            bindings::mmu_notifier_event_MMU_NOTIFY_SOFT_DIRTY => Event::SoftDirty,
+            bindings::mmu_notifier_event_MMU_NOTIFY_RELEASE => Event::Release,
+            bindings::mmu_notifier_event_MMU_NOTIFY_MIGRATE => Event::Migrate,
+            // MMU_NOTIFY_EXCLUSIVE and anything a later kernel adds: the mapping stays.
+            _ => Event::Exclusive,
+        }
+    }
+
+    /// Index of the event kind in `0..COUNT`, the order of `struct vamr_stats.invalidations`.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether the VMA survives the event, so that a re-pin right after it finds pages again.
+    pub(crate) fn mapping_survives(self) -> bool {
+        !matches!(self, Event::Unmap | Event::Release)
+    }
+}
+
+/// One invalidation, as passed to [`InvalidateHandler::invalidate`].
+pub(crate) struct Range<'a> {
+    raw: &'a bindings::mmu_notifier_range,
+}
+
+impl Range<'_> {
+    /// First byte of the invalidated range (page aligned).
+    pub(crate) fn start(&self) -> usize {
+        self.raw.start as usize
+    }
+
+    /// One past the last byte of the invalidated range (page aligned).
+    pub(crate) fn end(&self) -> usize {
+        self.raw.end as usize
+    }
+
+    /// The reason for the invalidation.
+    pub(crate) fn event(&self) -> Event {
+        Event::from_raw(self.raw.event)
+    }
+
+    /// Whether the handler may sleep (`mmu_notifier_range_blockable()`). When it is false the
+    /// handler must not sleep and may refuse the invalidation (return `false`), as the OOM
+    /// reaper expects.
+    pub(crate) fn blockable(&self) -> bool {
+        // SAFETY: `self.raw` is a valid range for the lifetime of `self`.
+        unsafe { vamr_mmu_notifier_range_blockable(self.raw) }
+    }
+}
+
+/// Proof handed to the handler that the sequence may be set: only valid during `invalidate`.
+pub(crate) struct SeqToken<'a> {
+    sub: *mut bindings::mmu_interval_notifier,
+    cur_seq: usize,
+    _p: PhantomData<&'a ()>,
+}
+
+impl SeqToken<'_> {
+    /// `mmu_interval_set_seq()`: marks readers that began before this invalidation as stale.
+    /// Must be called with the lock that [`IntervalNotifier::read_retry`] callers hold.
+    pub(crate) fn set_seq(&self) {
+        // SAFETY: `sub` is the inserted subscription this invalidation is delivered to; it stays
+        // valid during the callback, which is the lifetime of `self`.
+        unsafe { vamr_mmu_interval_set_seq(self.sub, self.cur_seq) };
+    }
+}
+
+/// The owner of an [`IntervalNotifier`].
+///
+/// # Safety
+///
+/// `notifier_offset()` must return the byte offset of the owner's `IntervalNotifier` field, and
+/// the owner must stay pinned (not move, not be freed) while the notifier is inserted.
+pub(crate) unsafe trait InvalidateHandler: Sized + Send + Sync {
+    /// `offset_of!(Self, <notifier field>)`.
+    fn notifier_offset() -> usize;
+
+    /// The mapping of `range` (which overlaps the subscription) is about to change. Must call
+    /// `seq.set_seq()` under the handler's lock, and must not touch the old pages after
+    /// returning `true`. Returns `false` only when `range.blockable()` is false and the work
+    /// would need to sleep. Context: may sleep when blockable; runs under reclaim, so it must not
+    /// allocate with `GFP_KERNEL` nor take a lock that is held around such an allocation.
+    fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool;
+}
+
+/// An `mmu_interval_notifier` subscription over one VA range of an `mm`.
+///
+/// # Invariants
+///
+/// `inserted` is true exactly while `inner` is in the mm's interval tree (between a successful
+/// [`IntervalNotifier::insert`] and [`IntervalNotifier::remove`]); it is changed only by those
+/// two, which the owner calls once each and not concurrently.
+#[pin_data]
+pub(crate) struct IntervalNotifier {
+    #[pin]
+    inner: Opaque<bindings::mmu_interval_notifier>,
+    inserted: AtomicBool,
+}
+
+// SAFETY: the C subscription is only touched through the kernel's mmu_interval_* functions,
+// which are thread safe; `inserted` is atomic.
+unsafe impl Send for IntervalNotifier {}
+// SAFETY: as above; `&self` methods only call thread-safe kernel functions.
+unsafe impl Sync for IntervalNotifier {}
+
+struct OpsTable<H>(PhantomData<H>);
+
+impl<H: InvalidateHandler> OpsTable<H> {
+    const OPS: bindings::mmu_interval_notifier_ops = bindings::mmu_interval_notifier_ops {
+        invalidate: Some(Self::invalidate),
+        invalidate_start: None,
+        invalidate_finish: None,
+    };
+
+    /// # Safety
+    ///
+    /// Called by the mm core with an inserted subscription of an `H` (see
+    /// [`IntervalNotifier::insert`]) and a valid range.
+    unsafe extern "C" fn invalidate(
+        sub: *mut bindings::mmu_interval_notifier,
+        range: *const bindings::mmu_notifier_range,
+        cur_seq: usize,
+    ) -> bool {
+        // SAFETY: the mm core only calls this for a subscription inserted by
+        // `IntervalNotifier::insert::<H>`, whose contract says `sub` is the `inner` field
+        // (`Opaque` is `repr(transparent)`) of an `IntervalNotifier` that is itself the field at
+        // `H::notifier_offset()` of a live, pinned `H`. Stepping back by the two offsets stays
+        // inside that `H`, which outlives the callback (it is valid until `remove` returns, and
+        // `remove` waits for running callbacks).
+        let owner = unsafe {
+            let notifier: *mut IntervalNotifier = kernel::container_of!(
+                sub.cast::<Opaque<bindings::mmu_interval_notifier>>(),
+                IntervalNotifier,
+                inner
+            );
+            &*notifier.byte_sub(H::notifier_offset()).cast::<H>()
+        };
+        // SAFETY: the mm core passes a valid range that lives for the call.
+        let range = Range { raw: unsafe { &*range } };
+        let seq = SeqToken {
+            sub,
+            cur_seq,
+            _p: PhantomData,
+        };
+        owner.invalidate(&range, &seq)
+    }
+}
+
+impl IntervalNotifier {
+    /// A subscription that is not inserted yet.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- Opaque::uninit(),
+            inserted: AtomicBool::new(false),
+        })
+    }
+
+    /// Inserts the subscription over `[start, start + len)` of `mm`, delivering invalidations to
+    /// `H::invalidate` of the owner that embeds `self`.
+    ///
+    /// Errors: those of `mmu_interval_notifier_insert()` (`ENOMEM`). Process context, may sleep;
+    /// takes `mmap_lock` for writing briefly if the mm has no notifier subscription yet.
+    ///
+    /// # Safety
+    ///
+    /// `self` must be the field at `H::notifier_offset()` of a pinned `H`, which must stay valid
+    /// until [`IntervalNotifier::remove`] returns; `mm` must be a valid mm with a reference held
+    /// until then.
+    pub(crate) unsafe fn insert<H: InvalidateHandler>(
+        &self,
+        mm: *mut bindings::mm_struct,
+        start: usize,
+        len: usize,
+    ) -> Result {
+        let this = self;
+        // SAFETY: `inner` is pinned memory owned by us; `mm` is valid per the caller; the ops
+        // table is a `const` promoted to a static.
+        let ret = unsafe {
+            bindings::mmu_interval_notifier_insert(
+                this.inner.get(),
+                mm,
+                start as _,
+                len as _,
+                &OpsTable::<H>::OPS,
+            )
+        };
+        kernel::error::to_result(ret)?;
+        this.inserted.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes the subscription. On return no `invalidate` call runs or will run. No-op when not
+    /// inserted. Process context, may sleep (waits for running invalidations); must not be
+    /// called from `invalidate` itself.
+    pub(crate) fn remove(&self) {
+        if self.inserted.swap(false, Ordering::AcqRel) {
+            // SAFETY: `inner` was inserted (type invariant) and the swap makes this the only
+            // removal.
+            unsafe { bindings::mmu_interval_notifier_remove(self.inner.get()) };
+        }
+    }
+
+    /// `mmu_interval_read_begin()`: starts a read-side critical section; waits (sleeps) for a
+    /// running invalidation of the range to finish. Returns the sequence for
+    /// [`IntervalNotifier::read_retry`]. Must not be called with the handler's lock held.
+    pub(crate) fn read_begin(&self) -> usize {
+        // SAFETY: `inner` is inserted: the owner only calls this between insert and remove.
+        unsafe { bindings::mmu_interval_read_begin(self.inner.get()) as usize }
+    }
+
+    /// `mmu_interval_read_retry()`: true when an invalidation began since `read_begin` returned
+    /// `seq`. Must be called with the lock the handler holds around `set_seq()`.
+    pub(crate) fn read_retry(&self, seq: usize) -> bool {
+        // SAFETY: `inner` is a valid subscription (inserted, see `read_begin`).
+        unsafe { vamr_mmu_interval_read_retry(self.inner.get(), seq) }
+    }
+}

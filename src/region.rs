@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A region: a user VA range of one mm whose pinned pages always are the pages mapped there now.
+//!
+//! See `Documentation/vamr.rst` for the semantics. In short:
+//!
+//! - [`Region::register`] pins what is mapped with `FOLL_LONGTERM` (holes stay absent), charges
+//!   the range to `mm->pinned_vm` and inserts an `mmu_interval_notifier` over it.
+//! - An invalidation unpins the affected pages at once and marks them absent. When the VMA
+//!   survives the event, a work item re-pins them eagerly with the `mmu_interval_read_begin()` /
+//!   `mmu_interval_read_retry()` protocol; otherwise (munmap) the next access pins on demand.
+//! - Accesses (copy, atomics) go through the pins under the region lock, so an invalidation
+//!   waits for an access in flight and an access never touches a page after its invalidation.
+
+use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
+use crate::pin::{pin_user_range, PinnedPage};
+use crate::stats::{Counters, Kind};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use kernel::bindings;
+use kernel::mm::{Mm, MmWithUser};
+use kernel::new_mutex;
+use kernel::page::{BorrowedPage, PAGE_SIZE};
+use kernel::prelude::*;
+use kernel::sync::{aref::ARef, Arc, ArcBorrow, Mutex};
+use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
+
+// Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn vamr_memlock_limit_pages() -> usize;
+    fn vamr_task_size() -> usize;
+    fn vamr_pinned_vm_add(mm: *mut bindings::mm_struct, npages: isize) -> i64;
+    fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
+}
+
+/// Access the region allows (`VAMR_ACCESS_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Access {
+    /// The region may be written: pages are pinned with `FOLL_WRITE` (breaking COW) and marked
+    /// dirty when unpinned.
+    pub(crate) write: bool,
+}
+
+/// How many times a re-pin round is retried after racing with an invalidation before the pages
+/// are left absent (to be pinned on the next access).
+const REPIN_ATTEMPTS: u32 = 16;
+
+/// Why pages are being pinned (for the counters).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PinCause {
+    Register,
+    Eager,
+    OnDemand,
+}
+
+/// Direction of a copy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    /// From the region into a buffer.
+    Read,
+    /// From a buffer into the region.
+    Write,
+}
+
+/// An 8-byte atomic operation on a region (the IB atomic verbs plus ATOMIC_WRITE).
+#[derive(Clone, Copy)]
+pub(crate) enum AtomicOp {
+    /// Compare-and-swap: if the value equals `compare`, store `swap`.
+    CmpSwap { compare: u64, swap: u64 },
+    /// Fetch-and-add.
+    FetchAdd { add: u64 },
+    /// Store, atomically (IB ATOMIC_WRITE).
+    Write { value: u64 },
+}
+
+/// Page state of a region, under [`Region::pages`].
+struct Slots {
+    /// One entry per page of the region; `None` is an absent page.
+    pins: KVec<Option<PinnedPage>>,
+    /// Page index range `[a, b)` waiting for the eager re-pin work; empty when `a >= b`.
+    pending: (usize, usize),
+    /// Set by teardown and by `MMU_NOTIFY_RELEASE`: nothing is pinned any more.
+    dead: bool,
+}
+
+/// A registered VA range with virtual-address semantics.
+///
+/// # Invariants
+///
+/// - `[start, start + npages * PAGE_SIZE)` is the page-aligned cover of the registered byte
+///   range `[addr, addr + len)`, below `TASK_SIZE`; `npages` pages are charged to
+///   `mm->pinned_vm` until [`Region::teardown`].
+/// - `notifier` is inserted over the page range from [`Region::register`] until
+///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown
+///   (a [`Registration`] owns one reference and tears down in its `Drop`).
+/// - A page in `pages.pins` is the page mapped at its VA since the last invalidation of that VA
+///   that returned; no page is touched after the invalidation that dropped its pin returned.
+#[pin_data]
+pub(crate) struct Region {
+    #[pin]
+    notifier: IntervalNotifier,
+    /// The pins. Lock rules: taken by the invalidate callback, which can run under reclaim and
+    /// with `mmap_lock` or folio locks held, so while holding it: no `GFP_KERNEL` allocation, no
+    /// GUP, no `mmap_lock`, no user copies (they may fault), nothing that sleeps for long. It is
+    /// held only around the commit of pins and around the copy or atomic on one page.
+    #[pin]
+    pages: Mutex<Slots>,
+    #[pin]
+    repin_work: Work<Region>,
+    /// The address space (`mmgrab` reference: keeps `struct mm_struct`, not the mappings).
+    mm: ARef<Mm>,
+    /// First registered byte.
+    addr: usize,
+    /// Registered length in bytes (> 0).
+    len: usize,
+    /// First byte of the first page.
+    start: usize,
+    /// Pages covered.
+    npages: usize,
+    access: Access,
+    /// User cookie given at registration.
+    cookie: u64,
+    /// Set once by teardown.
+    torn_down: AtomicBool,
+    /// Invalidation count that touched this region (all kinds), for events generation.
+    generation: AtomicU64,
+    /// Per-region counters.
+    pub(crate) stats: Counters,
+}
+
+// SAFETY: `notifier_offset` is the offset of the `notifier` field, and regions live pinned in an
+// `Arc` from before the notifier is inserted until after it is removed (type invariants).
+unsafe impl InvalidateHandler for Region {
+    fn notifier_offset() -> usize {
+        core::mem::offset_of!(Region, notifier)
+    }
+
+    fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
+        let mut slots = if range.blockable() {
+            self.pages.lock()
+        } else {
+            match self.pages.try_lock() {
+                Some(g) => g,
+                None => {
+                    self.stats.add(Kind::InvalidationsRefused, 1);
+                    return false;
+                }
+            }
+        };
+        seq.set_seq();
+        let event = range.event();
+        self.stats.invalidation(event);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+
+        let (a, b) = self.page_span(range.start(), range.end());
+        let mut dropped = 0u64;
+        for slot in &mut slots.pins[a..b] {
+            // Dropping the `PinnedPage` unpins it (without sleeping).
+            if slot.take().is_some() {
+                dropped += 1;
+            }
+        }
+        self.stats.add(Kind::PagesUnpinned, dropped);
+        self.stats.sub(Kind::PagesPinned, dropped);
+
+        if event == Event::Release {
+            slots.dead = true;
+            slots.pending = (0, 0);
+        } else if event.mapping_survives() && !slots.dead && a < b {
+            let (pa, pb) = slots.pending;
+            slots.pending = if pa < pb { (pa.min(a), pb.max(b)) } else { (a, b) };
+            // SAFETY: `self` lives in an `Arc` (type invariant); it is not dead, so teardown has
+            // not run and the `Registration` still holds a reference: the count is not zero.
+            let this: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
+            // Already queued: it will see the merged range. Queueing does not sleep.
+            let _ = region_wq().enqueue(this);
+        }
+        true
+    }
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Region { self.repin_work }
+}
+
+impl WorkItem for Region {
+    type Pointer = Arc<Region>;
+
+    /// The eager re-pin: pins the pages of the pending range again. Runs on the module's
+    /// workqueue; may sleep.
+    fn run(this: Arc<Region>) {
+        let (a, b) = {
+            let mut slots = this.pages.lock();
+            if slots.dead {
+                return;
+            }
+            core::mem::replace(&mut slots.pending, (0, 0))
+        };
+        if a >= b {
+            return;
+        }
+        if let Some(mm) = this.mm.mmget_not_zero() {
+            // Failures leave pages absent; the next access pins them on demand.
+            let _ = this.fill(&mm, a, b - a, PinCause::Eager);
+        }
+    }
+}
+
+/// The module's workqueue for re-pin work, set up at module load.
+fn region_wq() -> &'static workqueue::Queue {
+    crate::workqueue_get()
+}
+
+impl Region {
+    /// Registers `[addr, addr + len)` of `mm` (the caller's own address space).
+    ///
+    /// `addr` and `len` need no alignment (the pages covering them are pinned). Holes (unmapped
+    /// pages) are allowed and stay absent until mapped and accessed.
+    ///
+    /// Errors: `EINVAL` when `len` is 0 or `addr + len` overflows; `EFAULT` when the range
+    /// reaches beyond `TASK_SIZE` (kernel addresses); `ENOMEM` when the charge to
+    /// `mm->pinned_vm` would exceed `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK` (the rule of
+    /// `ib_umem_get()`), or on allocation failure; `EINTR` when a fatal signal interrupts the
+    /// initial pin. Process context of the owner of `mm`; sleeps.
+    pub(crate) fn register(
+        mm: &MmWithUser,
+        addr: usize,
+        len: usize,
+        access: Access,
+        cookie: u64,
+    ) -> Result<Registration> {
+        let (start, npages) = page_cover(addr, len)?;
+        // SAFETY: reads `TASK_SIZE` of current, no preconditions.
+        if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
+            return Err(EFAULT);
+        }
+        let charge = PinnedVmCharge::new(mm, npages)?;
+
+        let mut pins = KVec::with_capacity(npages, GFP_KERNEL)?;
+        for _ in 0..npages {
+            pins.push(None, GFP_KERNEL)?;
+        }
+        let region = Arc::pin_init(
+            pin_init!(Region {
+                notifier <- IntervalNotifier::new(),
+                pages <- new_mutex!(Slots { pins, pending: (0, 0), dead: false }, "vamr_region_pages"),
+                repin_work <- new_work!("vamr_region_repin"),
+                mm: ARef::from(&**mm),
+                addr,
+                len,
+                start,
+                npages,
+                access,
+                cookie,
+                torn_down: AtomicBool::new(false),
+                generation: AtomicU64::new(0),
+                stats: Counters::new(),
+            }),
+            GFP_KERNEL,
+        )?;
+        // From here on the charge belongs to the region (released by teardown).
+        charge.commit();
+        // Teach lockdep that the region lock is taken inside reclaim (by the invalidate
+        // callback), so that any allocation under it is reported at once, as umem_odp.c does.
+        #[cfg(CONFIG_LOCKDEP)]
+        {
+            // SAFETY: `fs_reclaim_acquire`/`release` only annotate lockdep; paired here.
+            unsafe { bindings::fs_reclaim_acquire(bindings::GFP_KERNEL) };
+            drop(region.pages.lock());
+            // SAFETY: pairs with the acquire above.
+            unsafe { bindings::fs_reclaim_release(bindings::GFP_KERNEL) };
+        }
+        region.stats.add(Kind::Regions, 1);
+        let reg = Registration(region);
+        let region = &reg.0;
+        // SAFETY: `notifier` is the field at `Region::notifier_offset()` of a region pinned in an
+        // `Arc`, which the `Registration` keeps alive until teardown removes the notifier; the mm
+        // is kept by `region.mm` (mmgrab) until the region is freed.
+        unsafe {
+            region
+                .notifier
+                .insert::<Region>(region.mm.as_raw(), start, npages * PAGE_SIZE)?
+        };
+        // Holes are fine; other errors (EINTR, ENOMEM) fail the registration.
+        match region.fill(mm, 0, npages, PinCause::Register) {
+            Ok(_) | Err(EFAULT) => Ok(reg),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Number of invalidations that overlapped the region so far.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Page index span `[a, b)` of the region overlapping the byte range `[s, e)`.
+    fn page_span(&self, s: usize, e: usize) -> (usize, usize) {
+        let end = self.start + self.npages * PAGE_SIZE;
+        let s = s.clamp(self.start, end);
+        let e = e.clamp(self.start, end);
+        ((s - self.start) / PAGE_SIZE, (e - self.start).div_ceil(PAGE_SIZE))
+    }
+
+    /// Pins the pages `[first, first + count)` that are absent, following the
+    /// `mmu_interval_read_begin()` / `mmu_interval_read_retry()` protocol: pin without the lock,
+    /// commit under the lock only if no invalidation began meanwhile, else drop and retry.
+    /// Pages that cannot be pinned (holes, protection) are skipped and stay absent.
+    ///
+    /// Returns the number of pages committed. Errors: `EFAULT` when nothing could be pinned
+    /// and the first page failed with it; `ENOMEM`, `EINTR` from GUP; `EAGAIN` after
+    /// [`REPIN_ATTEMPTS`] lost races. Sleeps; the region lock must not be held.
+    fn fill(&self, mm: &MmWithUser, first: usize, count: usize, cause: PinCause) -> Result<usize> {
+        for _ in 0..REPIN_ATTEMPTS {
+            let seq = self.notifier.read_begin();
+            // Pin run by run, skipping pages that fail (holes, PROT_NONE, ...).
+            let mut pins: KVec<PinnedPage> = KVec::new();
+            let mut runs: KVec<(usize, usize)> = KVec::new();
+            let mut idx = first;
+            let mut first_err = None;
+            while idx < first + count {
+                let va = self.start + idx * PAGE_SIZE;
+                match pin_user_range(mm, va, first + count - idx, self.access.write, &mut pins) {
+                    Ok(n) => {
+                        runs.push((idx, n), GFP_KERNEL)?;
+                        idx += n;
+                        if idx < first + count {
+                            // The page at `idx` failed; it stays absent.
+                            idx += 1;
+                        }
+                    }
+                    Err(e) if e == EFAULT => {
+                        first_err.get_or_insert(e);
+                        idx += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+
+            let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
+            let committed = {
+                let mut slots = self.pages.lock();
+                if slots.dead || self.notifier.read_retry(seq) {
+                    None
+                } else {
+                    let mut committed = 0;
+                    for &(run_first, n) in runs.iter().rev() {
+                        for i in (run_first..run_first + n).rev() {
+                            let Some(pin) = pins.pop() else { break };
+                            if slots.pins[i].is_none() {
+                                slots.pins[i] = Some(pin);
+                                committed += 1;
+                            } else {
+                                // Pinned meanwhile by someone else: keep theirs. Cannot fail:
+                                // `extra` has room for every pin.
+                                let _ = extra.push_within_capacity(pin);
+                            }
+                        }
+                    }
+                    Some(committed)
+                }
+            };
+            // Unpin (outside the lock) what was not committed.
+            drop(extra);
+            drop(pins);
+            match committed {
+                Some(n) => {
+                    self.stats.add(Kind::PagesPinned, n as u64);
+                    match cause {
+                        PinCause::Eager => self.stats.add(Kind::EagerRepins, n as u64),
+                        PinCause::OnDemand => self.stats.add(Kind::OnDemandRepins, n as u64),
+                        PinCause::Register => {}
+                    }
+                    return match first_err {
+                        Some(e) if n == 0 => Err(e),
+                        _ => Ok(n),
+                    };
+                }
+                None => {
+                    if self.pages.lock().dead {
+                        return Err(EFAULT);
+                    }
+                    self.stats.add(Kind::RepinRetries, 1);
+                }
+            }
+        }
+        Err(EAGAIN)
+    }
+
+    /// Runs `f` on the pinned page with index `idx`, pinning it on demand first, with the region
+    /// lock held (so no invalidation can unpin it meanwhile). `f` must not sleep, allocate or
+    /// touch user memory.
+    ///
+    /// Errors: `EFAULT` when nothing is mapped there, the protection forbids the access, or the
+    /// region is dead (process exit, unregistered); `EAGAIN` when invalidations keep winning.
+    fn with_page<R>(&self, idx: usize, f: impl FnOnce(NonNull<bindings::page>) -> R) -> Result<R> {
+        for _ in 0..REPIN_ATTEMPTS {
+            {
+                let slots = self.pages.lock();
+                if slots.dead {
+                    return Err(EFAULT);
+                }
+                if let Some(pin) = &slots.pins[idx] {
+                    // A pinned page pointer is never NULL.
+                    let page = NonNull::new(pin.as_ptr()).ok_or(EFAULT)?;
+                    return Ok(f(page));
+                }
+            }
+            let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
+            if let Err(e) = self.fill(&mm, idx, 1, PinCause::OnDemand) {
+                if e == EFAULT {
+                    self.stats.add(Kind::AccessFaults, 1);
+                }
+                return Err(e);
+            }
+        }
+        Err(EAGAIN)
+    }
+
+    /// Checks that `[va, va + len)` lies inside the registered byte range and returns the
+    /// offset of `va` from `start`. Errors: `EINVAL` (outside, overflow, or `len` 0).
+    fn offset_of(&self, va: usize, len: usize) -> Result<usize> {
+        let end = va.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || va < self.addr || end > self.addr + self.len {
+            return Err(EINVAL);
+        }
+        Ok(va - self.start)
+    }
+
+    /// Copies `len` bytes between the region at `va` and a caller's buffer, a page at a time,
+    /// through the current pins. Any alignment and length, across pages.
+    ///
+    /// For each page, `chunk(off_in_copy, n, bounce)` moves data between `bounce` (the
+    /// staging buffer, `n` bytes) and the caller: for [`Dir::Write`] it fills `bounce` before
+    /// the page is written, for [`Dir::Read`] it consumes `bounce` after the page was read. It
+    /// runs without the region lock and may sleep or fault.
+    ///
+    /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
+    /// `EFAULT` (see [`Region::with_page`]), `ENOMEM`, and the errors of `chunk`. On error
+    /// some bytes may have been copied. Sleeps.
+    pub(crate) fn copy(
+        &self,
+        va: usize,
+        len: usize,
+        dir: Dir,
+        mut chunk: impl FnMut(usize, &mut [u8]) -> Result,
+    ) -> Result {
+        if dir == Dir::Write && !self.access.write {
+            return Err(EACCES);
+        }
+        let mut off = self.offset_of(va, len)?;
+        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len), GFP_KERNEL)?;
+        let mut done = 0;
+        while done < len {
+            let idx = off / PAGE_SIZE;
+            let in_page = off % PAGE_SIZE;
+            let n = (PAGE_SIZE - in_page).min(len - done);
+            let buf = &mut bounce[..n];
+            if dir == Dir::Write {
+                chunk(done, buf)?;
+            }
+            let ptr = buf.as_mut_ptr();
+            self.with_page(idx, |page| {
+                // SAFETY: the page is pinned and cannot be unpinned while the region lock is held
+                // (we are inside `with_page`), so it is valid for this call. `ptr` points to `n`
+                // bytes of our own buffer. The only other accessors of the page are user space and
+                // devices, whose concurrent accesses to user memory are outside Rust's model, as
+                // for every copy to or from user memory; `[in_page, in_page + n)` is inside the page.
+                unsafe {
+                    let page = BorrowedPage::from_raw(page);
+                    match dir {
+                        Dir::Read => page.read_raw(ptr, in_page, n),
+                        Dir::Write => page.write_raw(ptr, in_page, n),
+                    }
+                }
+            })??;
+            if dir == Dir::Read {
+                chunk(done, buf)?;
+            }
+            done += n;
+            off += n;
+        }
+        match dir {
+            Dir::Read => self.stats.add(Kind::BytesRead, len as u64),
+            Dir::Write => self.stats.add(Kind::BytesWritten, len as u64),
+        }
+        Ok(())
+    }
+
+    /// Performs an 8-byte atomic at `va` (8-byte aligned, inside the region) and returns the
+    /// value found before it (for [`AtomicOp::Write`]: the value overwritten).
+    ///
+    /// Errors: `EINVAL` (misaligned or outside), `EACCES` (read-only region), `EFAULT` (see
+    /// [`Region::with_page`]). Sleeps (may pin on demand); the atomic itself runs under the
+    /// region lock.
+    pub(crate) fn atomic(&self, va: usize, op: AtomicOp) -> Result<u64> {
+        if va % 8 != 0 {
+            return Err(EINVAL);
+        }
+        if !self.access.write {
+            return Err(EACCES);
+        }
+        let off = self.offset_of(va, 8)?;
+        let old = self.with_page(off / PAGE_SIZE, |page| {
+            // SAFETY: the page is pinned while the region lock is held (inside `with_page`);
+            // `kmap_local_page` maps it for this CPU until the matching `kunmap_local` below,
+            // and nothing in between sleeps or maps another page.
+            let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
+            // SAFETY: `off % PAGE_SIZE` is 8-byte aligned and at least 8 bytes before the end of
+            // the mapped page, so the pointer is valid and aligned for an `AtomicU64`; all
+            // concurrent accessors of the word (user space, devices, other atomics) use atomic
+            // or plain machine accesses, as with any shared user memory.
+            let word = unsafe {
+                core::sync::atomic::AtomicU64::from_ptr(
+                    base.cast::<u8>().add(off % PAGE_SIZE).cast::<u64>(),
+                )
+            };
+            let old = match op {
+                AtomicOp::CmpSwap { compare, swap } => {
+                    match word.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                        Ok(v) | Err(v) => v,
+                    }
+                }
+                AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
+                AtomicOp::Write { value } => word.swap(value, Ordering::SeqCst),
+            };
+            // SAFETY: `base` came from the `kmap_local_page` above, on this CPU, and is unmapped
+            // exactly once.
+            unsafe { bindings::kunmap_local(base) };
+            old
+        })?;
+        self.stats.add(Kind::BytesWritten, 8);
+        Ok(old)
+    }
+
+    /// Pins the absent pages of `[va, va + len)` now, so that accesses to it find them pinned.
+    /// Errors: as [`Region::copy`]'s range checks, plus `EFAULT` when nothing in the range could
+    /// be pinned. Sleeps.
+    pub(crate) fn prefetch(&self, va: usize, len: usize) -> Result<usize> {
+        let off = self.offset_of(va, len)?;
+        let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
+        let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
+        self.fill(&mm, a, b - a, PinCause::OnDemand)
+    }
+
+    /// Tears the region down: no invalidation runs after it, every pin is dropped, the
+    /// `pinned_vm` charge is returned. Idempotent. Sleeps (waits for running invalidations).
+    fn teardown(&self) {
+        if self.torn_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Mark dead first: from now on invalidations neither queue work nor keep pages.
+        self.pages.lock().dead = true;
+        self.notifier.remove();
+        let pins = {
+            let mut slots = self.pages.lock();
+            slots.pending = (0, 0);
+            core::mem::take(&mut slots.pins)
+        };
+        let dropped = pins.iter().filter(|p| p.is_some()).count();
+        drop(pins);
+        self.stats.sub(Kind::PagesPinned, dropped as u64);
+        self.stats.sub(Kind::Regions, 1);
+        PinnedVmCharge::release(&self.mm, self.npages);
+    }
+}
+
+/// The owning handle of a registered region: dropping it tears the region down (while the
+/// region's reference count is still held, see the [`Region`] invariants).
+pub(crate) struct Registration(Arc<Region>);
+
+impl Registration {
+    /// Another reference to the region, for an access that must not hold the caller's lock.
+    pub(crate) fn region(&self) -> Arc<Region> {
+        self.0.clone()
+    }
+}
+
+impl core::ops::Deref for Registration {
+    type Target = Region;
+    fn deref(&self) -> &Region {
+        &self.0
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.0.teardown();
+    }
+}
+
+/// The page cover `(start, npages)` of `[addr, addr + len)`. Errors: `EINVAL` for `len` 0 or an
+/// overflowing range.
+pub(crate) fn page_cover(addr: usize, len: usize) -> Result<(usize, usize)> {
+    if len == 0 {
+        return Err(EINVAL);
+    }
+    let end = addr.checked_add(len).ok_or(EINVAL)?;
+    let end = end.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)?;
+    let start = addr - addr % PAGE_SIZE;
+    Ok((start, (end - start) / PAGE_SIZE))
+}
+
+/// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.
+struct PinnedVmCharge<'a> {
+    mm: &'a Mm,
+    npages: usize,
+}
+
+impl<'a> PinnedVmCharge<'a> {
+    /// Charges `npages` to `mm->pinned_vm`. Errors: `ENOMEM` when the total would exceed
+    /// `RLIMIT_MEMLOCK` of current and current lacks `CAP_IPC_LOCK` (the check of
+    /// `ib_umem_get()` in drivers/infiniband/core/umem.c).
+    fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
+        // SAFETY: `mm` is a valid mm (we hold a reference).
+        let total = unsafe { vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
+        let charge = PinnedVmCharge { mm, npages };
+        // SAFETY: no preconditions; reads current's rlimit.
+        let limit = unsafe { vamr_memlock_limit_pages() };
+        // SAFETY: `capable()` may be called from process context with any capability number.
+        if total as u64 > limit as u64 && !unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) } {
+            return Err(ENOMEM);
+        }
+        Ok(charge)
+    }
+
+    /// Keeps the charge (it will be returned with [`PinnedVmCharge::release`]).
+    fn commit(self) {
+        core::mem::forget(self);
+    }
+
+    /// Returns a committed charge of `npages` to `mm`.
+    fn release(mm: &Mm, npages: usize) {
+        // SAFETY: `mm` is a valid mm (we hold a reference).
+        unsafe { vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
+    }
+}
+
+impl Drop for PinnedVmCharge<'_> {
+    fn drop(&mut self) {
+        Self::release(self.mm, self.npages);
+    }
+}
+
+#[kunit_tests(vamr_region)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_cover_of_unaligned_ranges() {
+        let p = PAGE_SIZE;
+        assert_eq!(page_cover(0x1000, 1), Ok((0x1000, 1)));
+        assert_eq!(page_cover(0x1000, p), Ok((0x1000, 1)));
+        assert_eq!(page_cover(0x1fff, 2), Ok((0x1000, 2)));
+        assert_eq!(page_cover(0x1001, p), Ok((0x1000, 2)));
+        assert_eq!(page_cover(0x1000, 3 * p + 1), Ok((0x1000, 4)));
+    }
+
+    #[test]
+    fn page_cover_rejects_empty_and_overflowing() {
+        assert_eq!(page_cover(0x1000, 0), Err(EINVAL));
+        assert_eq!(page_cover(usize::MAX - 10, 100), Err(EINVAL));
+        // The end rounds up past the top of the address space.
+        assert_eq!(page_cover(usize::MAX - 10, 5), Err(EINVAL));
+    }
+
+    #[test]
+    fn events_that_keep_the_mapping_repin_eagerly() {
+        assert!(!Event::Unmap.mapping_survives());
+        assert!(!Event::Release.mapping_survives());
+        for e in [
+            Event::Clear,
+            Event::ProtectionVma,
+            Event::ProtectionPage,
+            Event::SoftDirty,
+            Event::Migrate,
+            Event::Exclusive,
+        ] {
+            assert!(e.mapping_survives());
+        }
+        assert_eq!(Event::Exclusive.index(), Event::COUNT - 1);
+    }
+}

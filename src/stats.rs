@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Counters of a region, and of the whole module (`VAMR_IOC_STATS`).
+//!
+//! Each event is counted in the region's [`Counters`] and in [`GLOBAL`], with relaxed atomics:
+//! they are statistics, read without a lock and not used to make decisions.
+
+use crate::notifier::Event;
+use crate::uapi;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
+/// otherwise.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// Pages pinned now (goes up and down).
+    PagesPinned,
+    /// Live regions (goes up and down).
+    Regions,
+    /// Invalidations that the handler refused because the range was not blockable.
+    InvalidationsRefused,
+    /// Pages unpinned because of an invalidation.
+    PagesUnpinned,
+    /// Pages re-pinned by the eager re-pin work item.
+    EagerRepins,
+    /// Pages pinned on demand, by an access that found them absent.
+    OnDemandRepins,
+    /// Re-pin rounds thrown away because an invalidation raced with them.
+    RepinRetries,
+    /// Accesses that failed with `EFAULT` (nothing mapped, or the protection forbids it).
+    AccessFaults,
+    /// Bytes copied out of regions.
+    BytesRead,
+    /// Bytes copied into regions (including atomics).
+    BytesWritten,
+}
+
+/// One set of counters.
+pub(crate) struct Counters {
+    by_kind: [AtomicU64; 10],
+    invalidations: [AtomicU64; Event::COUNT],
+}
+
+/// Counters over every region of the module, live or gone.
+pub(crate) static GLOBAL: Counters = Counters::new();
+
+impl Counters {
+    /// All zero.
+    pub(crate) const fn new() -> Self {
+        Counters {
+            by_kind: [const { AtomicU64::new(0) }; 10],
+            invalidations: [const { AtomicU64::new(0) }; Event::COUNT],
+        }
+    }
+
+    /// Adds `n` to `kind` here and in [`GLOBAL`]. Any context.
+    pub(crate) fn add(&self, kind: Kind, n: u64) {
+        self.by_kind[kind as usize].fetch_add(n, Relaxed);
+        GLOBAL.by_kind[kind as usize].fetch_add(n, Relaxed);
+    }
+
+    /// Subtracts `n` from `kind` (a gauge) here and in [`GLOBAL`]. Any context.
+    pub(crate) fn sub(&self, kind: Kind, n: u64) {
+        self.by_kind[kind as usize].fetch_sub(n, Relaxed);
+        GLOBAL.by_kind[kind as usize].fetch_sub(n, Relaxed);
+    }
+
+    /// Counts one invalidation of kind `event`. Any context.
+    pub(crate) fn invalidation(&self, event: Event) {
+        self.invalidations[event.index()].fetch_add(1, Relaxed);
+        GLOBAL.invalidations[event.index()].fetch_add(1, Relaxed);
+    }
+
+    /// Current value of `kind`.
+    pub(crate) fn get(&self, kind: Kind) -> u64 {
+        self.by_kind[kind as usize].load(Relaxed)
+    }
+
+    /// A snapshot in the UAPI layout.
+    pub(crate) fn snapshot(&self) -> uapi::Counters {
+        let k = |kind: Kind| self.get(kind);
+        let mut inv = [0u64; Event::COUNT];
+        for (dst, src) in inv.iter_mut().zip(self.invalidations.iter()) {
+            *dst = src.load(Relaxed);
+        }
+        uapi::Counters {
+            pages_pinned: k(Kind::PagesPinned),
+            regions: k(Kind::Regions),
+            invalidations: inv,
+            invalidations_refused: k(Kind::InvalidationsRefused),
+            pages_unpinned: k(Kind::PagesUnpinned),
+            eager_repins: k(Kind::EagerRepins),
+            ondemand_repins: k(Kind::OnDemandRepins),
+            repin_retries: k(Kind::RepinRetries),
+            access_faults: k(Kind::AccessFaults),
+            bytes_read: k(Kind::BytesRead),
+            bytes_written: k(Kind::BytesWritten),
+        }
+    }
+}
