@@ -642,7 +642,7 @@ impl Drop for PinnedVmCharge<'_> {
     }
 }
 
-#[kunit_tests(vamr_region)]
+#[kunit_tests(vamr_kunit_region)]
 mod tests {
     use super::*;
 

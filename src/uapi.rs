@@ -137,7 +137,7 @@ impl Query {
     }
 }
 
-#[kunit_tests(vamr_uapi)]
+#[kunit_tests(vamr_kunit_uapi)]
 mod tests {
     use super::*;
     use core::mem::{offset_of, size_of};

@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * VA semantics of vamr regions: after every kind of change to the mapping
+ * under a registered range, what the region reads and writes through its pins
+ * (VAMR_IOC_ACCESS, the path a device takes) is what the CPU sees at that VA.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "pattern.h"
+#include "vamr_lib.h"
+
+#define PAGE 4096ul
+#define RW (VAMR_ACCESS_READ | VAMR_ACCESS_WRITE)
+
+FIXTURE(region)
+{
+	int fd;
+	uint8_t *buf;	/* scratch for ACCESS, 4 MiB */
+};
+
+FIXTURE_SETUP(region)
+{
+	self->fd = vamr_open();
+	if (self->fd == -ENOENT)
+		SKIP(return, "/dev/vamr not present");
+	ASSERT_LE(0, self->fd);
+	self->buf = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->buf);
+}
+
+FIXTURE_TEARDOWN(region)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	munmap(self->buf, 4 << 20);
+}
+
+static uint8_t *map_anon(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Map fresh anonymous memory exactly at addr (replacing what is there). */
+static int remap_fixed(void *addr, size_t len)
+{
+	void *p = mmap(addr, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	return p == addr ? 0 : -1;
+}
+
+/* Check len bytes of p against pattern (seed, base); report the first bad offset. */
+#define ASSERT_PATTERN(p, len, seed, base)                                         \
+	do {                                                                       \
+		size_t __bad = pattern_check((p), (len), (seed), (base));          \
+		ASSERT_EQ((size_t)-1, __bad) TH_LOG("mismatch at offset %zu", __bad); \
+	} while (0)
+
+/* Registration pins what is mapped; ACCESS reads and writes it at odd offsets across pages. */
+TEST_F(region, read_write_odd_offsets)
+{
+	size_t len = 16 * PAGE;
+	uint8_t *a = map_anon(len);
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 1, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a + 3, len - 5, RW, 7, &h));
+
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 3, self->buf, len - 5));
+	ASSERT_PATTERN(self->buf, len - 5, 1, 3);
+
+	/* 1 byte, a page-straddling write at an odd offset, and 3 pages + 1 byte. */
+	pattern_fill(self->buf, 1, 2, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 5, self->buf, 1));
+	ASSERT_EQ(pattern_byte(2, 0), a[5]);
+	pattern_fill(self->buf, 77, 3, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + PAGE - 33, self->buf, 77));
+	ASSERT_PATTERN(a + PAGE - 33, 77, 3, 0);
+	ASSERT_PATTERN(a + PAGE + 44, PAGE, 1, PAGE + 44);
+	pattern_fill(self->buf, 3 * PAGE + 1, 4, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 5 * PAGE + 111, self->buf, 3 * PAGE + 1));
+	ASSERT_PATTERN(a + 5 * PAGE + 111, 3 * PAGE + 1, 4, 0);
+	/* Bytes around the written windows are untouched. */
+	ASSERT_EQ(pattern_byte(1, 5 * PAGE + 110), a[5 * PAGE + 110]);
+	ASSERT_EQ(pattern_byte(1, 8 * PAGE + 112), a[8 * PAGE + 112]);
+	ASSERT_EQ(pattern_byte(1, 4), a[4]);
+	ASSERT_EQ(pattern_byte(1, 6), a[6]);
+
+	/* The CPU writes, the region reads it. */
+	pattern_fill(a + 9 * PAGE, PAGE, 5, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 9 * PAGE, self->buf, PAGE));
+	ASSERT_PATTERN(self->buf, PAGE, 5, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* munmap + mmap(MAP_FIXED) at the same VA: the region follows to the new pages. */
+TEST_F(region, munmap_mmap_same_va)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_stats st;
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 10, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	pattern_fill(a, len, 11, 0);
+
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, len, 11, 0);
+	pattern_fill(self->buf, len - 2, 12, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 1, self->buf, len - 2));
+	ASSERT_PATTERN(a + 1, len - 2, 12, 0);
+
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_LE(1u, st.counters.invalidations[VAMR_EVENT_UNMAP]);
+	EXPECT_EQ(8u, st.counters.ondemand_repins);
+	EXPECT_EQ(8u, st.counters.pages_pinned);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* The same through raw syscalls, many times in a row. */
+TEST_F(region, raw_syscall_remap_loop)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	uint32_t h;
+	int i;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	for (i = 0; i < 50; i++) {
+		ASSERT_EQ(0, syscall(SYS_munmap, a, len));
+		ASSERT_EQ((long)a, syscall(SYS_mmap, a, len, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+		pattern_fill(a, len, 100 + i, 0);
+		ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+		ASSERT_PATTERN(self->buf, len, 100 + i, 0);
+		pattern_fill(self->buf, 100, 200 + i, 0);
+		ASSERT_EQ(0, vamr_write(self->fd, h, a + PAGE - 50, self->buf, 100));
+		ASSERT_PATTERN(a + PAGE - 50, 100, 200 + i, 0);
+	}
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* MADV_DONTNEED: zero-fill, then new CPU writes are seen; re-pinned eagerly, no fault. */
+TEST_F(region, madv_dontneed)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_stats st;
+	uint32_t h;
+	size_t i;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 20, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, madvise(a + 2 * PAGE, 4 * PAGE, MADV_DONTNEED));
+	ASSERT_EQ(8u, vamr_wait_pinned(self->fd, h, 8, 2000));
+
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_LE(1u, st.counters.invalidations[VAMR_EVENT_CLEAR]);
+	EXPECT_EQ(4u, st.counters.eager_repins);
+	EXPECT_EQ(0u, st.counters.ondemand_repins);
+	EXPECT_EQ(0u, st.counters.access_faults);
+
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, 2 * PAGE, 20, 0);
+	for (i = 2 * PAGE; i < 6 * PAGE; i++)
+		if (self->buf[i])
+			break;
+	ASSERT_EQ(6 * PAGE, i) TH_LOG("byte %zu not zero after DONTNEED", i);
+	ASSERT_PATTERN(self->buf + 6 * PAGE, 2 * PAGE, 20, 6 * PAGE);
+
+	pattern_fill(a + 3 * PAGE, PAGE, 21, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 3 * PAGE, self->buf, PAGE));
+	ASSERT_PATTERN(self->buf, PAGE, 21, 0);
+	pattern_fill(self->buf, 2 * PAGE, 22, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 2 * PAGE, self->buf, 2 * PAGE));
+	ASSERT_PATTERN(a + 2 * PAGE, 2 * PAGE, 22, 0);
+
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(0u, st.counters.ondemand_repins);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* mremap of another buffer into the range: the region sees the moved pages. */
+TEST_F(region, mremap_into_range)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len), *b = map_anon(len);
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	pattern_fill(a, len, 30, 0);
+	pattern_fill(b, len, 31, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(a, mremap(b, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, a));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, len, 31, 0);
+	pattern_fill(self->buf, PAGE + 3, 32, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + PAGE, self->buf, PAGE + 3));
+	ASSERT_PATTERN(a + PAGE, PAGE + 3, 32, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* mremap of the range's pages elsewhere: the range is empty, the data moved away. */
+TEST_F(region, mremap_out_of_range)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len), *dst = map_anon(len);
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, dst);
+	pattern_fill(a, len, 40, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(dst, mremap(a, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst));
+	EXPECT_EQ(-EFAULT, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(dst, len, 40, 0);
+	/* Map something new there: the region follows again. */
+	ASSERT_EQ(0, remap_fixed(a, len));
+	pattern_fill(a, len, 41, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, len, 41, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+	munmap(dst, len);
+}
+
+/* A MAP_FIXED overlay of part of the range: only that part changes. */
+TEST_F(region, map_fixed_partial_overlay)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 50, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, remap_fixed(a + 2 * PAGE, 3 * PAGE));
+	pattern_fill(a + 2 * PAGE, 3 * PAGE, 51, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, 2 * PAGE, 50, 0);
+	ASSERT_PATTERN(self->buf + 2 * PAGE, 3 * PAGE, 51, 0);
+	ASSERT_PATTERN(self->buf + 5 * PAGE, 3 * PAGE, 50, 5 * PAGE);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* fork: the parent keeps its pages (copy-on-pin), the child's writes are not seen. */
+TEST_F(region, fork_parent_keeps_pages)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	int status;
+	pid_t pid;
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 60, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		pattern_fill(a, len, 61, 0);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, status);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, len, 60, 0);
+	/* Parent writes by CPU and through the region still meet. */
+	pattern_fill(a + PAGE, PAGE, 62, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + PAGE, self->buf, PAGE));
+	ASSERT_PATTERN(self->buf, PAGE, 62, 0);
+	pattern_fill(self->buf, PAGE, 63, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 2 * PAGE, self->buf, PAGE));
+	ASSERT_PATTERN(a + 2 * PAGE, PAGE, 63, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* COW after fork without copy-on-pin (region registered after the fork): eager re-pin. */
+TEST_F(region, cow_break_repins_eagerly)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	int pipefd[2], status;
+	struct vamr_stats st;
+	char c;
+	pid_t pid;
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 70, 0);
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		/* Keep the COW-shared pages alive until the parent is done. */
+		close(pipefd[1]);
+		read(pipefd[0], &c, 1);
+		_exit(pattern_check(a, len, 70, 0) == (size_t)-1 ? 0 : 1);
+	}
+	close(pipefd[0]);
+	/* Read-only region: pins the COW-shared pages without breaking COW. */
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, VAMR_ACCESS_READ, 0, &h));
+	pattern_fill(a + PAGE, PAGE, 71, 0);	/* COW break in the parent */
+	ASSERT_EQ(4u, vamr_wait_pinned(self->fd, h, 4, 2000));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, PAGE, 70, 0);
+	ASSERT_PATTERN(self->buf + PAGE, PAGE, 71, 0);
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_LE(1u, st.counters.eager_repins);
+	EXPECT_EQ(0u, st.counters.ondemand_repins);
+	write(pipefd[1], "x", 1);
+	close(pipefd[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, status) TH_LOG("the child saw the parent's write");
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* Registration over a hole; the hole is EFAULT until something is mapped there. */
+TEST_F(region, hole_then_mapped)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_stats st;
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 80, 0);
+	ASSERT_EQ(0, munmap(a + PAGE, 2 * PAGE));
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(2u, st.counters.pages_pinned);
+	EXPECT_EQ(-EFAULT, vamr_read(self->fd, h, a + PAGE + 10, self->buf, 10));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, PAGE));
+	ASSERT_PATTERN(self->buf, PAGE, 80, 0);
+	ASSERT_EQ(0, remap_fixed(a + PAGE, 2 * PAGE));
+	pattern_fill(a + PAGE, 2 * PAGE, 81, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, PAGE, 80, 0);
+	ASSERT_PATTERN(self->buf + PAGE, 2 * PAGE, 81, 0);
+	ASSERT_PATTERN(self->buf + 3 * PAGE, PAGE, 80, 3 * PAGE);
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(4u, st.counters.pages_pinned);
+	EXPECT_LE(1u, st.counters.access_faults);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* THP: a huge page under the region, then split by a partial munmap. */
+TEST_F(region, thp_and_split)
+{
+	size_t huge = 2ul << 20, len = huge;
+	uint8_t *raw = map_anon(2 * huge), *a;
+	uint32_t h;
+
+	ASSERT_NE(NULL, raw);
+	a = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(huge - 1));
+	madvise(a, len, MADV_HUGEPAGE);
+	pattern_fill(a, len, 90, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 12345, self->buf, 1 << 20));
+	ASSERT_PATTERN(self->buf, 1 << 20, 90, 12345);
+	/* Split: unmap one 4 KiB page in the middle of the huge page. */
+	ASSERT_EQ(0, munmap(a + 256 * PAGE, PAGE));
+	EXPECT_EQ(-EFAULT, vamr_read(self->fd, h, a + 256 * PAGE, self->buf, 8));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 256 * PAGE));
+	ASSERT_PATTERN(self->buf, 256 * PAGE, 90, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 257 * PAGE, self->buf, 255 * PAGE));
+	ASSERT_PATTERN(self->buf, 255 * PAGE, 90, 257 * PAGE);
+	pattern_fill(self->buf, 2 * PAGE, 91, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 300 * PAGE + 7, self->buf, 2 * PAGE));
+	ASSERT_PATTERN(a + 300 * PAGE + 7, 2 * PAGE, 91, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(raw, 2 * huge);
+}
+
+/* hugetlbfs: skipped when no huge pages are reserved. */
+TEST_F(region, hugetlb)
+{
+	size_t len = 2ul << 20;
+	uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	uint32_t h;
+
+	if (a == MAP_FAILED)
+		SKIP(return, "no hugetlb pages reserved (errno %d)", errno);
+	pattern_fill(a, len, 95, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 4097, self->buf, len - 8193));
+	ASSERT_PATTERN(self->buf, len - 8193, 95, 4097);
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(-EFAULT, vamr_read(self->fd, h, a, self->buf, 8));
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+}
+
+/* memfd MAP_SHARED: writes are seen through another mapping; PUNCH_HOLE zeroes and re-pins. */
+TEST_F(region, memfd_shared_punch_hole)
+{
+	size_t len = 8 * PAGE;
+	int mfd = memfd_create("vamr", 0);
+	uint8_t *a, *b;
+	uint32_t h;
+	size_t i;
+
+	ASSERT_LE(0, mfd);
+	ASSERT_EQ(0, ftruncate(mfd, len));
+	a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_NE(MAP_FAILED, b);
+	pattern_fill(a, len, 110, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	pattern_fill(self->buf, PAGE, 111, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 3 * PAGE + 9, self->buf, PAGE));
+	ASSERT_PATTERN(b + 3 * PAGE + 9, PAGE, 111, 0);
+
+	ASSERT_EQ(0, fallocate(mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * PAGE, 3 * PAGE));
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 2 * PAGE, self->buf, 3 * PAGE));
+	for (i = 0; i < 3 * PAGE; i++)
+		if (self->buf[i])
+			break;
+	ASSERT_EQ(3 * PAGE, i) TH_LOG("byte %zu not zero after the hole punch", i);
+	pattern_fill(self->buf, 3 * PAGE, 112, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 2 * PAGE, self->buf, 3 * PAGE));
+	ASSERT_PATTERN(b + 2 * PAGE, 3 * PAGE, 112, 0);
+	ASSERT_PATTERN(a + 2 * PAGE, 3 * PAGE, 112, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+	munmap(b, len);
+	close(mfd);
+}
+
+/* Two regions over the same VA see the same memory and both follow a remap. */
+TEST_F(region, two_regions_same_va)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	uint32_t h1, h2;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 120, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 1, &h1));
+	ASSERT_EQ(0, vamr_register(self->fd, a + PAGE, 2 * PAGE, RW, 2, &h2));
+	pattern_fill(self->buf, 100, 121, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h1, a + PAGE + 50, self->buf, 100));
+	ASSERT_EQ(0, vamr_read(self->fd, h2, a + PAGE + 50, self->buf + PAGE, 100));
+	ASSERT_PATTERN(self->buf + PAGE, 100, 121, 0);
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	pattern_fill(a, len, 122, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h1, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, len, 122, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h2, a + PAGE, self->buf, 2 * PAGE));
+	ASSERT_PATTERN(self->buf, 2 * PAGE, 122, PAGE);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h2));
+	ASSERT_EQ(0, vamr_unregister(self->fd, h1));
+	munmap(a, len);
+}
+
+/* 8-byte atomics and atomic write act on the page the CPU sees. */
+TEST_F(region, atomics)
+{
+	size_t len = 2 * PAGE;
+	uint8_t *a = map_anon(len);
+	uint64_t *w, old;
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	w = (uint64_t *)(a + PAGE + 24);
+	*w = 1000;
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, vamr_atomic(self->fd, h, w, VAMR_ATOMIC_FETCH_ADD, 5, 0, &old));
+	EXPECT_EQ(1000u, old);
+	EXPECT_EQ(1005u, *w);
+	ASSERT_EQ(0, vamr_atomic(self->fd, h, w, VAMR_ATOMIC_CMP_SWAP, 1, 7, &old));
+	EXPECT_EQ(1005u, old);
+	EXPECT_EQ(1005u, *w);
+	ASSERT_EQ(0, vamr_atomic(self->fd, h, w, VAMR_ATOMIC_CMP_SWAP, 1005, 0x1122334455667788ull, &old));
+	EXPECT_EQ(0x1122334455667788ull, *w);
+	ASSERT_EQ(0, vamr_atomic(self->fd, h, w, VAMR_ATOMIC_WRITE, 0, 42, &old));
+	EXPECT_EQ(0x1122334455667788ull, old);
+	EXPECT_EQ(42u, *w);
+	/* After a remap the atomic lands in the new page. */
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	*w = 9;
+	ASSERT_EQ(0, vamr_atomic(self->fd, h, w, VAMR_ATOMIC_FETCH_ADD, 1, 0, &old));
+	EXPECT_EQ(9u, old);
+	EXPECT_EQ(10u, *w);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/* Prefetch pins the pages of a remapped range before the first access. */
+TEST_F(region, prefetch_after_remap)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_stats st;
+	uint32_t h, pages = 0;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	pattern_fill(a, len, 130, 0);
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(0u, st.counters.pages_pinned);
+	ASSERT_EQ(0, vamr_prefetch(self->fd, h, a + 1, len - 1, &pages));
+	EXPECT_EQ(8u, pages);
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(8u, st.counters.pages_pinned);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
+	ASSERT_PATTERN(self->buf, len, 130, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+TEST_HARNESS_MAIN
