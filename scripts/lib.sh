@@ -4,6 +4,9 @@
 # Build cache, kept outside the work tree so a fresh clone reuses it.
 : "${VAMR_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/vamr}"
 export VAMR_CACHE
+# Build outputs and guest logs of this work tree (VAMR_BUILD overrides).
+: "${VAMR_BUILD:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build}"
+export VAMR_BUILD
 export PATH="$HOME/.cargo/bin:$PATH"
 export LIBCLANG_PATH=/usr/lib/llvm-19/lib
 

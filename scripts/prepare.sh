@@ -16,6 +16,6 @@ kdir=$("$here/build-kernel.sh")
 log "building vamr.ko against $kdir"
 make -s -C "$top" KDIR="$kdir" modules >&2
 log "building selftests and examples"
-make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$top/build/selftests" >&2
-make -s -C "$top/examples" KDIR="$kdir" OUT="$top/build/examples" >&2
+make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
+make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
 echo "$kdir"

@@ -11,12 +11,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 
 kdir=$("$here/prepare.sh")
-logdir="$top/build/logs/demo"
-mkdir -p "$top/build" "$top/build/notests"
-"$here/build-initramfs.sh" "$kdir" "$top/build/initramfs-demo.cpio.gz" \
-	"$top/build/notests" "$top/build/examples"
+logdir="$VAMR_BUILD/logs/demo"
+mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/notests"
+"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-demo.cpio.gz" \
+	"$VAMR_BUILD/notests" "$VAMR_BUILD/examples"
 guest_rc=0
-"$here/run-guest.sh" "$kdir" "$top/build/initramfs-demo.cpio.gz" demo "$logdir" || guest_rc=$?
+"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-demo.cpio.gz" demo "$logdir" || guest_rc=$?
 # Show the demo sections and the guest's set-up steps.
 awk '/^### BEGIN demo/ { on = 1; print "== " $4; next }
      /^### END demo/ { on = 0; if ($5 != "rc=0") { print "   (exit " $5 ")"; bad = 1 } next }

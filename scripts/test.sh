@@ -14,11 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 
 kdir=$("$here/prepare.sh")
-logdir="$top/build/logs/test"
-mkdir -p "$top/build" "$top/build/nodemo"
-"$here/build-initramfs.sh" "$kdir" "$top/build/initramfs-test.cpio.gz" \
-	"$top/build/selftests" "$top/build/nodemo"
+logdir="$VAMR_BUILD/logs/test"
+mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
+"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" \
+	"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo"
 guest_rc=0
-"$here/run-guest.sh" "$kdir" "$top/build/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
+"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 "$here/collect-results.py" "$logdir"

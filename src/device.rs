@@ -7,6 +7,7 @@
 //! or use regions from another mm (a child after fork, a process the fd was passed to) fail
 //! with `EPERM`.
 
+use crate::events::EventQueue;
 use crate::region::{self, AtomicOp, Dir, Region, Registration};
 use crate::stats;
 use crate::uapi;
@@ -37,6 +38,8 @@ pub(crate) struct VamrFile {
     /// takes it.
     #[pin]
     regions: Mutex<KVec<Option<Registration>>>,
+    /// Invalidation records of this file's regions (read through events files).
+    events: Arc<EventQueue>,
 }
 
 #[vtable]
@@ -52,6 +55,7 @@ impl MiscDevice for VamrFile {
             try_pin_init!(VamrFile {
                 mm: ARef::from(&**mm),
                 regions <- new_mutex!(KVec::new(), "vamr_file_regions"),
+                events: EventQueue::new()?,
             }),
             GFP_KERNEL,
         )
@@ -71,6 +75,7 @@ impl MiscDevice for VamrFile {
             uapi::IOC_ATOMIC => me.atomic(user),
             uapi::IOC_PREFETCH => me.prefetch(user),
             uapi::IOC_STATS => me.stats(user),
+            uapi::IOC_EVENTS_OPEN => me.events_open(user),
             _ => Err(ENOTTY),
         }
     }
@@ -117,7 +122,7 @@ impl VamrFile {
         let access = region::Access {
             write: req.access & uapi::ACCESS_WRITE != 0,
         };
-        let reg = Region::register(mm, addr, len, access, req.cookie)?;
+        let reg = Region::register(mm, addr, len, access, req.cookie, self.events.clone())?;
 
         let handle = {
             let mut regions = self.regions.lock();
@@ -145,6 +150,9 @@ impl VamrFile {
             handle
         };
         req.handle = handle as u32;
+        if let Some(Some(reg)) = self.regions.lock().get(handle) {
+            reg.set_handle(req.handle);
+        }
         if let Err(e) = writer.write(&req) {
             // The caller cannot learn the handle: undo.
             let reg = self.regions.lock()[handle].take();
@@ -233,6 +241,22 @@ impl VamrFile {
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
         req.pages = region.prefetch(addr, len)? as u32;
+        writer.write(&req)?;
+        Ok(0)
+    }
+
+    /// `VAMR_IOC_EVENTS_OPEN`. Errors: see `struct vamr_events_open`.
+    fn events_open(&self, user: UserSlice) -> Result<isize> {
+        let (mut reader, mut writer) = user.reader_writer();
+        let mut req: uapi::EventsOpen = reader.read()?;
+        if req.flags & !(uapi::EVENTS_NONBLOCK | uapi::EVENTS_CLOEXEC) != 0 {
+            return Err(EINVAL);
+        }
+        let nonblock = req.flags & uapi::EVENTS_NONBLOCK != 0;
+        let cloexec = req.flags & uapi::EVENTS_CLOEXEC != 0;
+        req.fd = self.events.open_file(nonblock, cloexec)?;
+        // The descriptor is installed; if the reply cannot be written the caller still owns it
+        // (as with any fd-returning call whose result copy fails).
         writer.write(&req)?;
         Ok(0)
     }

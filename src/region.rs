@@ -12,11 +12,13 @@
 //! - Accesses (copy, atomics) go through the pins under the region lock, so an invalidation
 //!   waits for an access in flight and an access never touches a page after its invalidation.
 
+use crate::events::EventQueue;
 use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
 use crate::pin::{pin_user_range, PinnedPage};
 use crate::stats::{Counters, Kind};
+use crate::uapi;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::mm::{Mm, MmWithUser};
 use kernel::new_mutex;
@@ -119,8 +121,12 @@ pub(crate) struct Region {
     /// Pages covered.
     npages: usize,
     access: Access,
-    /// User cookie given at registration.
+    /// User cookie given at registration, reported in events.
     cookie: u64,
+    /// The handle user space knows the region by, reported in events (set once registered).
+    handle: AtomicU32,
+    /// Where invalidation records go (the owning file's queue).
+    events: Arc<EventQueue>,
     /// Set once by teardown.
     torn_down: AtomicBool,
     /// Invalidation count that touched this region (all kinds), for events generation.
@@ -152,6 +158,18 @@ unsafe impl InvalidateHandler for Region {
         let event = range.event();
         self.stats.invalidation(event);
         self.generation.fetch_add(1, Ordering::Relaxed);
+        let first = range.start().max(self.addr);
+        let end = range.end().min(self.addr + self.len);
+        if first < end {
+            self.events.push(uapi::Event {
+                addr: first as u64,
+                len: (end - first) as u64,
+                cookie: self.cookie,
+                generation: 0,
+                handle: self.handle.load(Ordering::Relaxed),
+                kind: event.index() as u32,
+            });
+        }
 
         let (a, b) = self.page_span(range.start(), range.end());
         let mut dropped = 0u64;
@@ -229,6 +247,7 @@ impl Region {
         len: usize,
         access: Access,
         cookie: u64,
+        events: Arc<EventQueue>,
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
@@ -253,6 +272,8 @@ impl Region {
                 npages,
                 access,
                 cookie,
+                handle: AtomicU32::new(0),
+                events,
                 torn_down: AtomicBool::new(false),
                 generation: AtomicU64::new(0),
                 stats: Counters::new(),
@@ -287,6 +308,11 @@ impl Region {
             Ok(_) | Err(EFAULT) => Ok(reg),
             Err(e) => Err(e),
         }
+    }
+
+    /// Sets the handle reported in this region's events.
+    pub(crate) fn set_handle(&self, handle: u32) {
+        self.handle.store(handle, Ordering::Relaxed);
     }
 
     /// Number of invalidations that overlapped the region so far.

@@ -7,7 +7,7 @@
 //! this file compares every ioctl number, size and key offset with what the C compiler derived
 //! from the header (published by `src/vamr_glue.c`), so a drift fails the suite at module load.
 
-use crate::notifier::Event;
+use crate::notifier;
 use kernel::ioctl::{_IOW, _IOWR};
 use kernel::prelude::*;
 use kernel::transmute::{AsBytes, FromBytes};
@@ -24,8 +24,11 @@ pub(crate) const FEATURE_REGIONS: u64 = 1 << 0;
 pub(crate) const FEATURE_ATOMICS: u64 = 1 << 1;
 /// `VAMR_FEATURE_PREFETCH`: `VAMR_IOC_PREFETCH`.
 pub(crate) const FEATURE_PREFETCH: u64 = 1 << 2;
+/// `VAMR_FEATURE_EVENTS`: `VAMR_IOC_EVENTS_OPEN`.
+pub(crate) const FEATURE_EVENTS: u64 = 1 << 3;
 /// Every feature bit this version of the ABI defines (`VAMR_FEATURES_KNOWN`).
-pub(crate) const FEATURES_KNOWN: u64 = FEATURE_REGIONS | FEATURE_ATOMICS | FEATURE_PREFETCH;
+pub(crate) const FEATURES_KNOWN: u64 =
+    FEATURE_REGIONS | FEATURE_ATOMICS | FEATURE_PREFETCH | FEATURE_EVENTS;
 
 /// `VAMR_ACCESS_READ`.
 pub(crate) const ACCESS_READ: u32 = 1 << 0;
@@ -45,6 +48,13 @@ pub(crate) const ATOMIC_CMP_SWAP: u32 = 0;
 pub(crate) const ATOMIC_FETCH_ADD: u32 = 1;
 /// `VAMR_ATOMIC_WRITE`.
 pub(crate) const ATOMIC_WRITE: u32 = 2;
+
+/// `VAMR_EVENT_OVERFLOW`: `struct vamr_event.kind` of the lost-records report.
+pub(crate) const EVENT_OVERFLOW: u32 = 0xffff;
+/// `VAMR_EVENTS_NONBLOCK`.
+pub(crate) const EVENTS_NONBLOCK: u32 = 1 << 0;
+/// `VAMR_EVENTS_CLOEXEC`.
+pub(crate) const EVENTS_CLOEXEC: u32 = 1 << 1;
 
 /// `VAMR_STATS_GLOBAL`.
 pub(crate) const STATS_GLOBAL: u32 = 0xffff_ffff;
@@ -87,7 +97,7 @@ abi_struct! {
     Counters {
         pages_pinned: u64,
         regions: u64,
-        invalidations: [u64; Event::COUNT],
+        invalidations: [u64; notifier::Event::COUNT],
         invalidations_refused: u64,
         pages_unpinned: u64,
         eager_repins: u64,
@@ -99,6 +109,10 @@ abi_struct! {
     }
     /// `struct vamr_stats`.
     Stats { handle: u32, flags: u32, generation: u64, counters: Counters }
+    /// `struct vamr_event`.
+    Event { addr: u64, len: u64, cookie: u64, generation: u64, handle: u32, kind: u32 }
+    /// `struct vamr_events_open`.
+    EventsOpen { flags: u32, fd: i32 }
 }
 
 /// `VAMR_IOC_QUERY`.
@@ -115,6 +129,8 @@ pub(crate) const IOC_ATOMIC: u32 = _IOWR::<Atomic>(IOCTL_TYPE, 0x04);
 pub(crate) const IOC_PREFETCH: u32 = _IOWR::<Prefetch>(IOCTL_TYPE, 0x05);
 /// `VAMR_IOC_STATS`.
 pub(crate) const IOC_STATS: u32 = _IOWR::<Stats>(IOCTL_TYPE, 0x06);
+/// `VAMR_IOC_EVENTS_OPEN`.
+pub(crate) const IOC_EVENTS_OPEN: u32 = _IOWR::<EventsOpen>(IOCTL_TYPE, 0x07);
 
 impl Query {
     /// Answers a `VAMR_IOC_QUERY` request.
@@ -147,8 +163,8 @@ mod tests {
         static vamr_c_features_known: u64;
         static vamr_c_access_known: u32;
         static vamr_c_event_count: u32;
-        static vamr_c_ioc: [u32; 7];
-        static vamr_c_sizes: [u32; 8];
+        static vamr_c_ioc: [u32; 8];
+        static vamr_c_sizes: [u32; 10];
         static vamr_c_offsets: [u32; 6];
     }
 
@@ -170,7 +186,7 @@ mod tests {
         assert_eq!(ver, ABI_VERSION);
         assert_eq!(known, FEATURES_KNOWN);
         assert_eq!(access, ACCESS_KNOWN);
-        assert_eq!(events as usize, Event::COUNT);
+        assert_eq!(events as usize, notifier::Event::COUNT);
         let rust_ioc = [
             IOC_QUERY,
             IOC_REGISTER,
@@ -179,6 +195,7 @@ mod tests {
             IOC_ATOMIC,
             IOC_PREFETCH,
             IOC_STATS,
+            IOC_EVENTS_OPEN,
         ];
         assert_eq!(ioc, rust_ioc);
         let rust_sizes = [
@@ -190,6 +207,8 @@ mod tests {
             size_of::<Prefetch>(),
             size_of::<Stats>(),
             size_of::<Counters>(),
+            size_of::<Event>(),
+            size_of::<EventsOpen>(),
         ];
         for (c, r) in sizes.iter().zip(rust_sizes.iter()) {
             assert_eq!(*c as usize, *r);

@@ -14,20 +14,21 @@
 
 #include "vamr_glue.h"
 
-/* Read by the Rust KUnit suite `vamr_uapi`; see src/uapi.rs. */
+/* Read by the Rust KUnit suite `vamr_kunit_uapi`; see src/uapi.rs. */
 const u32 vamr_c_abi_version = VAMR_ABI_VERSION;
 const u64 vamr_c_features_known = VAMR_FEATURES_KNOWN;
 const u32 vamr_c_access_known = VAMR_ACCESS_KNOWN;
 const u32 vamr_c_event_count = VAMR_EVENT_COUNT;
-const u32 vamr_c_ioc[7] = {
+const u32 vamr_c_ioc[8] = {
 	VAMR_IOC_QUERY, VAMR_IOC_REGISTER, VAMR_IOC_UNREGISTER, VAMR_IOC_ACCESS,
-	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS,
+	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS, VAMR_IOC_EVENTS_OPEN,
 };
-const u32 vamr_c_sizes[8] = {
+const u32 vamr_c_sizes[10] = {
 	sizeof(struct vamr_query), sizeof(struct vamr_register),
 	sizeof(struct vamr_handle_arg), sizeof(struct vamr_access),
 	sizeof(struct vamr_atomic), sizeof(struct vamr_prefetch),
 	sizeof(struct vamr_stats), sizeof(struct vamr_counters),
+	sizeof(struct vamr_event), sizeof(struct vamr_events_open),
 };
 const u32 vamr_c_offsets[6] = {
 	offsetof(struct vamr_query, features),
@@ -45,6 +46,7 @@ static_assert(sizeof(struct vamr_access) == 32);
 static_assert(sizeof(struct vamr_atomic) == 40);
 static_assert(sizeof(struct vamr_prefetch) == 32);
 static_assert(sizeof(struct vamr_stats) == 16 + 8 * (10 + VAMR_EVENT_COUNT));
+static_assert(sizeof(struct vamr_event) == 40);
 
 /*
  * Static inlines of <linux/mmu_notifier.h>, <linux/sched/signal.h> and
@@ -100,4 +102,46 @@ s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages)
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages)
 {
 	atomic64_sub(npages, &mm->pinned_vm);
+}
+
+/*
+ * The events file (VAMR_IOC_EVENTS_OPEN): an anonymous-inode file whose
+ * read, poll and release are implemented in Rust (src/events.rs). It lives
+ * here because the Rust misc device abstraction has no poll operation and
+ * anon_inode_getfd() has no binding. private_data is a reference to the
+ * Rust event queue, taken by the caller and dropped by release.
+ */
+#include <linux/anon_inodes.h>
+#include <linux/fs.h>
+#include <linux/poll.h>
+
+static ssize_t vamr_events_fop_read(struct file *file, char __user *buf, size_t len,
+				    loff_t *ppos)
+{
+	return vamr_events_read(file->private_data, buf, len, file->f_flags & O_NONBLOCK);
+}
+
+static __poll_t vamr_events_fop_poll(struct file *file, poll_table *pt)
+{
+	return vamr_events_poll(file->private_data, file, pt) ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+static int vamr_events_fop_release(struct inode *inode, struct file *file)
+{
+	vamr_events_release(file->private_data);
+	return 0;
+}
+
+static const struct file_operations vamr_events_fops = {
+	.owner = THIS_MODULE,
+	.read = vamr_events_fop_read,
+	.poll = vamr_events_fop_poll,
+	.release = vamr_events_fop_release,
+	.llseek = noop_llseek,
+};
+
+int vamr_events_getfd(void *queue, bool nonblock, bool cloexec)
+{
+	return anon_inode_getfd("[vamr-events]", &vamr_events_fops, queue,
+				O_RDONLY | (nonblock ? O_NONBLOCK : 0) | (cloexec ? O_CLOEXEC : 0));
 }

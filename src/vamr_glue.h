@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Functions of src/vamr_glue.c called from the Rust side of vamr.ko. The
- * Rust declarations (extern "C" blocks in src/*.rs) must match these.
+ * Rust declarations (extern "C" blocks under src/) must match these.
  */
 #ifndef _VAMR_GLUE_H
 #define _VAMR_GLUE_H
@@ -12,6 +12,8 @@ struct mm_struct;
 struct mmu_interval_notifier;
 struct mmu_notifier_range;
 struct workqueue_struct;
+struct file;
+struct poll_table_struct;
 
 void vamr_mmu_interval_set_seq(struct mmu_interval_notifier *sub, unsigned long cur_seq);
 bool vamr_mmu_interval_read_retry(struct mmu_interval_notifier *sub, unsigned long seq);
@@ -22,12 +24,18 @@ struct workqueue_struct *vamr_alloc_workqueue(void);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages);
 
+/* The events file: glue in vamr_glue.c, logic in src/events.rs. */
+int vamr_events_getfd(void *queue, bool nonblock, bool cloexec);
+ssize_t vamr_events_read(void *queue, char __user *buf, size_t len, bool nonblock);
+bool vamr_events_poll(void *queue, struct file *file, struct poll_table_struct *pt);
+void vamr_events_release(void *queue);
+
 extern const u32 vamr_c_abi_version;
 extern const u64 vamr_c_features_known;
 extern const u32 vamr_c_access_known;
 extern const u32 vamr_c_event_count;
-extern const u32 vamr_c_ioc[7];
-extern const u32 vamr_c_sizes[8];
+extern const u32 vamr_c_ioc[8];
+extern const u32 vamr_c_sizes[10];
 extern const u32 vamr_c_offsets[6];
 
 #endif /* _VAMR_GLUE_H */

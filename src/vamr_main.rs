@@ -14,6 +14,7 @@ use kernel::prelude::*;
 use kernel::workqueue::Queue;
 
 mod device;
+mod events;
 mod notifier;
 mod pin;
 mod region;

@@ -303,8 +303,12 @@ TEST_F(region, fork_parent_keeps_pages)
 	munmap(a, len);
 }
 
-/* COW after fork without copy-on-pin (region registered after the fork): eager re-pin. */
-TEST_F(region, cow_break_repins_eagerly)
+/*
+ * fork write-protects the parent's pages (MMU_NOTIFY_PROTECTION_PAGE): the region
+ * drops its pins and re-pins eagerly, breaking COW in the parent. The parent's
+ * CPU and the region then share the parent's pages; the child keeps the old data.
+ */
+TEST_F(region, fork_repins_eagerly)
 {
 	size_t len = 4 * PAGE;
 	uint8_t *a = map_anon(len);
@@ -316,30 +320,39 @@ TEST_F(region, cow_break_repins_eagerly)
 
 	ASSERT_NE(NULL, a);
 	pattern_fill(a, len, 70, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
 	ASSERT_EQ(0, pipe(pipefd));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		/* Keep the COW-shared pages alive until the parent is done. */
+		/* Keep the child's view alive until the parent is done writing. */
 		close(pipefd[1]);
-		read(pipefd[0], &c, 1);
+		if (read(pipefd[0], &c, 1) != 1)
+			_exit(2);
 		_exit(pattern_check(a, len, 70, 0) == (size_t)-1 ? 0 : 1);
 	}
 	close(pipefd[0]);
-	/* Read-only region: pins the COW-shared pages without breaking COW. */
-	ASSERT_EQ(0, vamr_register(self->fd, a, len, VAMR_ACCESS_READ, 0, &h));
-	pattern_fill(a + PAGE, PAGE, 71, 0);	/* COW break in the parent */
 	ASSERT_EQ(4u, vamr_wait_pinned(self->fd, h, 4, 2000));
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_LE(1u, st.counters.invalidations[VAMR_EVENT_PROTECTION_PAGE]);
+	EXPECT_EQ(4u, st.counters.eager_repins);
+	EXPECT_EQ(0u, st.counters.ondemand_repins);
+	EXPECT_EQ(0u, st.counters.access_faults);
+
+	pattern_fill(a + PAGE, PAGE, 71, 0);
 	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, len));
 	ASSERT_PATTERN(self->buf, PAGE, 70, 0);
 	ASSERT_PATTERN(self->buf + PAGE, PAGE, 71, 0);
+	pattern_fill(self->buf, PAGE, 72, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 2 * PAGE, self->buf, PAGE));
+	ASSERT_PATTERN(a + 2 * PAGE, PAGE, 72, 0);
 	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
-	EXPECT_LE(1u, st.counters.eager_repins);
 	EXPECT_EQ(0u, st.counters.ondemand_repins);
-	write(pipefd[1], "x", 1);
+
+	ASSERT_EQ(1, write(pipefd[1], "x", 1));
 	close(pipefd[1]);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_EQ(0, status) TH_LOG("the child saw the parent's write");
+	ASSERT_EQ(0, status) TH_LOG("the child saw the parent's writes");
 	ASSERT_EQ(0, vamr_unregister(self->fd, h));
 	munmap(a, len);
 }

@@ -49,9 +49,13 @@ struct vamr_query {
 /* VAMR_IOC_PREFETCH. */
 #define VAMR_FEATURE_PREFETCH (1ULL << 2)
 
+/* VAMR_IOC_EVENTS_OPEN: a read()/poll() channel of invalidation records. */
+#define VAMR_FEATURE_EVENTS (1ULL << 3)
+
 /* Mask of every feature bit this header defines. */
 #define VAMR_FEATURES_KNOWN \
-	(VAMR_FEATURE_REGIONS | VAMR_FEATURE_ATOMICS | VAMR_FEATURE_PREFETCH)
+	(VAMR_FEATURE_REGIONS | VAMR_FEATURE_ATOMICS | VAMR_FEATURE_PREFETCH | \
+	 VAMR_FEATURE_EVENTS)
 
 /* Access bits of a region (struct vamr_register.access). */
 #define VAMR_ACCESS_READ (1u << 0)  /* the region may be read (always implied) */
@@ -165,7 +169,7 @@ struct vamr_prefetch {
 };
 
 /* Invalidation kinds, the index into struct vamr_counters.invalidations. */
-enum vamr_event {
+enum vamr_event_kind {
 	VAMR_EVENT_UNMAP = 0,      /* munmap */
 	VAMR_EVENT_CLEAR,          /* MADV_DONTNEED, truncate, hole punch, mremap source */
 	VAMR_EVENT_PROTECTION_VMA, /* mprotect */
@@ -181,7 +185,7 @@ enum vamr_event {
  * struct vamr_counters - statistics of one region, or of all of them
  * @pages_pinned: pages pinned now.
  * @regions: live regions (1 for a region).
- * @invalidations: invalidations by enum vamr_event.
+ * @invalidations: invalidations by enum vamr_event_kind.
  * @invalidations_refused: non-blockable invalidations refused (lock busy).
  * @pages_unpinned: pages unpinned by invalidations.
  * @eager_repins: pages re-pinned by the eager re-pin work after an invalidation.
@@ -203,6 +207,50 @@ struct vamr_counters {
 	__u64 access_faults;
 	__u64 bytes_read;
 	__u64 bytes_written;
+};
+
+/* struct vamr_event.kind of the record that reports lost records. */
+#define VAMR_EVENT_OVERFLOW 0xffffu
+
+/**
+ * struct vamr_event - one record read from an events file
+ * @addr: first byte of the region that was invalidated (inside the region).
+ * @len: bytes invalidated from addr; for VAMR_EVENT_OVERFLOW, the number of
+ *       records lost because the queue was full (drop every cached entry).
+ * @cookie: the cookie given to VAMR_IOC_REGISTER (0 for OVERFLOW).
+ * @generation: the file's record counter: 1 for the first record, +1 for
+ *              every record, delivered or lost.
+ * @handle: the region (0 for OVERFLOW).
+ * @kind: enum vamr_event_kind, or VAMR_EVENT_OVERFLOW.
+ *
+ * One record is queued for every invalidation that overlaps a region of the
+ * /dev/vamr file, whatever the region's pins, so that a user-space
+ * registration cache stays coherent for MRs on any device.
+ */
+struct vamr_event {
+	__u64 addr;
+	__u64 len;
+	__u64 cookie;
+	__u64 generation;
+	__u32 handle;
+	__u32 kind;
+};
+
+#define VAMR_EVENTS_NONBLOCK (1u << 0) /* the events file is O_NONBLOCK */
+#define VAMR_EVENTS_CLOEXEC (1u << 1)  /* the events file descriptor is O_CLOEXEC */
+
+/**
+ * struct vamr_events_open - argument of VAMR_IOC_EVENTS_OPEN
+ * @flags: in: VAMR_EVENTS_*.
+ * @fd: out: a new file descriptor; read() returns whole struct vamr_event
+ *      records (EINVAL for a buffer smaller than one), blocking unless
+ *      O_NONBLOCK (EAGAIN); poll() reports EPOLLIN while records are queued.
+ *      Every events file of one /dev/vamr file reads the same queue.
+ * Errors: EINVAL (flags), EMFILE, ENOMEM.
+ */
+struct vamr_events_open {
+	__u32 flags;
+	__s32 fd;
 };
 
 #define VAMR_STATS_GLOBAL 0xffffffffu
@@ -233,5 +281,6 @@ struct vamr_stats {
 #define VAMR_IOC_ATOMIC _IOWR(VAMR_IOCTL_TYPE, 0x04, struct vamr_atomic)
 #define VAMR_IOC_PREFETCH _IOWR(VAMR_IOCTL_TYPE, 0x05, struct vamr_prefetch)
 #define VAMR_IOC_STATS _IOWR(VAMR_IOCTL_TYPE, 0x06, struct vamr_stats)
+#define VAMR_IOC_EVENTS_OPEN _IOWR(VAMR_IOCTL_TYPE, 0x07, struct vamr_events_open)
 
 #endif /* _UAPI_MISC_VAMR_H */

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The invalidation-event queue of one `/dev/vamr` file and its events files.
+//!
+//! Every invalidation that overlaps a region of the file queues one [`uapi::Event`] record,
+//! whatever the region's pins: a user-space registration cache reads them (read()/poll() on the
+//! file returned by `VAMR_IOC_EVENTS_OPEN`) to drop stale entries, for MRs of any device. The
+//! queue is a fixed ring allocated when the `/dev/vamr` file is opened, because records are
+//! queued from the invalidate callback, which must not allocate; when it is full, records are
+//! counted as lost and reported by one `VAMR_EVENT_OVERFLOW` record.
+
+use crate::uapi;
+use core::ffi::c_void;
+use kernel::bindings;
+use kernel::fs::File;
+use kernel::prelude::*;
+use kernel::sync::poll::{PollCondVar, PollTable};
+use kernel::sync::{Arc, SpinLock};
+use kernel::uaccess::{UserPtr, UserSlice};
+use kernel::{new_poll_condvar, new_spinlock};
+
+/// Records the ring holds before it overflows.
+pub(crate) const QUEUE_RECORDS: usize = 512;
+
+/// Records copied to user space per batch (on the stack, 640 bytes).
+const READ_BATCH: usize = 16;
+
+// Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn vamr_events_getfd(queue: *mut c_void, nonblock: bool, cloexec: bool) -> i32;
+}
+
+/// The ring. `records` has `QUEUE_RECORDS` entries; the queued ones are `len` entries from
+/// `head`, wrapping.
+struct Ring {
+    records: KVec<uapi::Event>,
+    head: usize,
+    len: usize,
+    /// Records dropped because the ring was full, not yet reported.
+    lost: u64,
+    /// Records queued or lost so far; the last record's `generation`.
+    generation: u64,
+}
+
+/// The event queue of one `/dev/vamr` file.
+#[pin_data]
+pub(crate) struct EventQueue {
+    /// Lock rules: a spinlock, taken by the invalidate callback (inside the region lock) and by
+    /// readers; held only to move records in or out of the ring, never across user copies.
+    #[pin]
+    ring: SpinLock<Ring>,
+    /// Readers blocked in read() and pollers wait here.
+    #[pin]
+    readers: PollCondVar,
+}
+
+impl EventQueue {
+    /// A new, empty queue. Errors: `ENOMEM`. May sleep.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        let records = KVec::from_elem(uapi::Event::default(), QUEUE_RECORDS, GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(EventQueue {
+                ring <- new_spinlock!(
+                    Ring { records, head: 0, len: 0, lost: 0, generation: 0 },
+                    "vamr_events_ring"
+                ),
+                readers <- new_poll_condvar!("vamr_events_readers"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Queues one record (its `generation` is assigned here) and wakes readers. Never sleeps or
+    /// allocates: callable from the invalidate callback in any context.
+    pub(crate) fn push(&self, mut record: uapi::Event) {
+        {
+            let mut ring = self.ring.lock();
+            ring.generation += 1;
+            if ring.len == QUEUE_RECORDS {
+                ring.lost += 1;
+            } else {
+                record.generation = ring.generation;
+                let tail = (ring.head + ring.len) % QUEUE_RECORDS;
+                ring.records[tail] = record;
+                ring.len += 1;
+            }
+        }
+        self.readers.notify_all();
+    }
+
+    /// Takes up to `out.len()` records, then (if room is left) the overflow report. Returns how
+    /// many entries of `out` were filled.
+    fn take(&self, out: &mut [uapi::Event]) -> usize {
+        let mut ring = self.ring.lock();
+        let mut n = 0;
+        while n < out.len() && ring.len > 0 {
+            out[n] = ring.records[ring.head];
+            ring.head = (ring.head + 1) % QUEUE_RECORDS;
+            ring.len -= 1;
+            n += 1;
+        }
+        if n < out.len() && ring.len == 0 && ring.lost > 0 {
+            out[n] = uapi::Event {
+                len: ring.lost,
+                generation: ring.generation,
+                kind: uapi::EVENT_OVERFLOW,
+                ..uapi::Event::default()
+            };
+            ring.lost = 0;
+            n += 1;
+        }
+        n
+    }
+
+    fn is_empty(&self) -> bool {
+        let ring = self.ring.lock();
+        ring.len == 0 && ring.lost == 0
+    }
+
+    /// Opens an events file reading this queue; returns its file descriptor.
+    /// Errors: `EMFILE`, `ENFILE`, `ENOMEM`. Process context, may sleep.
+    pub(crate) fn open_file(self: &Arc<Self>, nonblock: bool, cloexec: bool) -> Result<i32> {
+        let raw = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
+        // SAFETY: `raw` is a counted reference, owned by the new file from here on and dropped
+        // by its release (`vamr_events_release`).
+        let fd = unsafe { vamr_events_getfd(raw, nonblock, cloexec) };
+        if fd < 0 {
+            // SAFETY: no file was created, so the reference is still ours: take it back.
+            drop(unsafe { Arc::from_raw(raw.cast::<EventQueue>()) });
+            return Err(Error::from_errno(fd));
+        }
+        Ok(fd)
+    }
+}
+
+/// Borrows the queue behind an events file's `private_data`.
+///
+/// # Safety
+///
+/// `queue` must be the `private_data` of a live events file (a counted reference made by
+/// [`EventQueue::open_file`] and not yet released).
+unsafe fn queue_ref<'a>(queue: *mut c_void) -> &'a EventQueue {
+    // SAFETY: per the function's contract the reference is alive for the call.
+    unsafe { &*queue.cast::<EventQueue>() }
+}
+
+/// read() of an events file: whole records only, blocking unless `nonblock`.
+/// Returns bytes read or a negative errno: `EINVAL` (buffer smaller than a record), `EAGAIN`,
+/// `EINTR` (signal while blocked, restarted when the handler allows), `EFAULT`.
+#[no_mangle]
+extern "C" fn vamr_events_read(queue: *mut c_void, buf: *mut u8, len: usize, nonblock: bool) -> isize {
+    // SAFETY: called by `vamr_events_fop_read` with the file's `private_data`.
+    let queue = unsafe { queue_ref(queue) };
+    let rec = core::mem::size_of::<uapi::Event>();
+    let want = len / rec;
+    if want == 0 {
+        return EINVAL.to_errno() as isize;
+    }
+    let mut writer = UserSlice::new(UserPtr::from_addr(buf as usize), want * rec).writer();
+    let mut batch = [uapi::Event::default(); READ_BATCH];
+    let mut done = 0;
+    while done < want {
+        let n = queue.take(&mut batch[..(want - done).min(READ_BATCH)]);
+        if n == 0 {
+            if done > 0 {
+                break;
+            }
+            // Nothing yet: wait for a record (another reader may take it first; then wait again).
+            let mut ring = queue.ring.lock();
+            while ring.len == 0 && ring.lost == 0 {
+                if nonblock {
+                    return EAGAIN.to_errno() as isize;
+                }
+                if queue.readers.wait_interruptible(&mut ring) {
+                    return ERESTARTSYS.to_errno() as isize;
+                }
+            }
+            continue;
+        }
+        for r in &batch[..n] {
+            if let Err(e) = writer.write(r) {
+                // Records already taken are lost to this reader; report what was copied.
+                return if done > 0 { (done * rec) as isize } else { e.to_errno() as isize };
+            }
+            done += 1;
+        }
+    }
+    (done * rec) as isize
+}
+
+/// poll() of an events file: registers the poller and returns whether records (or an overflow
+/// report) are queued; the glue turns that into `EPOLLIN | EPOLLRDNORM`.
+#[no_mangle]
+extern "C" fn vamr_events_poll(
+    queue: *mut c_void,
+    file: *mut bindings::file,
+    pt: *mut bindings::poll_table,
+) -> bool {
+    // SAFETY: called by `vamr_events_fop_poll` with the file's `private_data`.
+    let queue = unsafe { queue_ref(queue) };
+    // SAFETY: `file` is the file being polled, valid for the call; `pt` is NULL or a valid poll
+    // table for the call.
+    let (file, table) = unsafe { (File::from_raw_file(file), PollTable::from_raw(pt)) };
+    table.register_wait(file, &queue.readers);
+    !queue.is_empty()
+}
+
+/// release() of an events file: drops its reference to the queue.
+#[no_mangle]
+extern "C" fn vamr_events_release(queue: *mut c_void) {
+    // SAFETY: `queue` is the file's counted reference made by `open_file`; release runs once.
+    drop(unsafe { Arc::from_raw(queue.cast::<EventQueue>()) });
+}

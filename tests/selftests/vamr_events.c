@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The events channel: one record per invalidation that overlaps a region,
+ * read()/poll() on the file from VAMR_IOC_EVENTS_OPEN, and overflow reports.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "vamr_lib.h"
+
+#define PAGE 4096ul
+#define RW (VAMR_ACCESS_READ | VAMR_ACCESS_WRITE)
+
+static int events_open(int fd, uint32_t flags)
+{
+	struct vamr_events_open o = { .flags = flags };
+	int ret = vamr_ioctl(fd, VAMR_IOC_EVENTS_OPEN, &o);
+
+	return ret ? ret : o.fd;
+}
+
+/* Read every queued record (non-blocking file). Returns the count. */
+static int drain(int efd, struct vamr_event *ev, int max)
+{
+	int n = 0;
+
+	for (;;) {
+		ssize_t r = read(efd, ev + n, (max - n) * sizeof(*ev));
+
+		if (r < 0)
+			return errno == EAGAIN ? n : -errno;
+		n += r / sizeof(*ev);
+		if (n == max)
+			return n;
+	}
+}
+
+FIXTURE(events)
+{
+	int fd, efd;
+	uint8_t *a;
+	size_t len;
+	uint32_t h;
+};
+
+FIXTURE_SETUP(events)
+{
+	self->fd = vamr_open();
+	if (self->fd == -ENOENT)
+		SKIP(return, "/dev/vamr not present");
+	ASSERT_LE(0, self->fd);
+	self->len = 8 * PAGE;
+	self->a = mmap(NULL, self->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->a);
+	memset(self->a, 0x5a, self->len);
+	ASSERT_EQ(0, vamr_register(self->fd, self->a + 100, self->len - 200, RW, 0xc0ffee, &self->h));
+	self->efd = events_open(self->fd, VAMR_EVENTS_NONBLOCK | VAMR_EVENTS_CLOEXEC);
+	ASSERT_LE(0, self->efd);
+}
+
+FIXTURE_TEARDOWN(events)
+{
+	if (self->fd >= 0) {
+		close(self->efd);
+		close(self->fd);
+		munmap(self->a, self->len);
+	}
+}
+
+/* Nothing happened: nothing to read, and poll() says so. */
+TEST_F(events, empty_queue)
+{
+	struct vamr_event ev;
+	struct pollfd p = { .fd = self->efd, .events = POLLIN };
+
+	EXPECT_EQ(-1, read(self->efd, &ev, sizeof(ev)));
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	/* A buffer smaller than one record is refused. */
+	EXPECT_EQ(-1, read(self->efd, &ev, sizeof(ev) - 1));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/* DONTNEED and munmap of parts of the region: one record each, clipped to the region. */
+TEST_F(events, one_record_per_invalidation)
+{
+	struct vamr_event ev[8];
+	struct pollfd p = { .fd = self->efd, .events = POLLIN };
+	uint8_t *other;
+
+	/* Mapped now, before the region's tail is unmapped, so that it cannot land there. */
+	other = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, other);
+	ASSERT_EQ(0, madvise(self->a + 2 * PAGE, 2 * PAGE, MADV_DONTNEED));
+	ASSERT_EQ(1, poll(&p, 1, 0));
+	ASSERT_EQ(1, drain(self->efd, ev, 8));
+	EXPECT_EQ((uintptr_t)self->a + 2 * PAGE, ev[0].addr);
+	EXPECT_EQ(2 * PAGE, ev[0].len);
+	EXPECT_EQ(0xc0ffeeu, ev[0].cookie);
+	EXPECT_EQ(self->h, ev[0].handle);
+	EXPECT_EQ((uint32_t)VAMR_EVENT_CLEAR, ev[0].kind);
+	EXPECT_EQ(1u, ev[0].generation);
+
+	/* The tail of the region: the record starts at the page, ends at the region's end. */
+	ASSERT_EQ(0, munmap(self->a + 6 * PAGE, 2 * PAGE));
+	ASSERT_EQ(1, drain(self->efd, ev, 8));
+	EXPECT_EQ((uintptr_t)self->a + 6 * PAGE, ev[0].addr);
+	EXPECT_EQ(2 * PAGE - 100, ev[0].len);
+	EXPECT_EQ((uint32_t)VAMR_EVENT_UNMAP, ev[0].kind);
+	EXPECT_EQ(2u, ev[0].generation);
+
+	/* An invalidation elsewhere queues nothing. */
+	other[0] = 1;
+	ASSERT_EQ(0, munmap(other, PAGE));
+	EXPECT_EQ(0, drain(self->efd, ev, 8));
+	EXPECT_EQ(0, poll(&p, 1, 0));
+}
+
+/* Two regions over the same bytes: one record each, with their own cookie. */
+TEST_F(events, overlapping_regions)
+{
+	struct vamr_event ev[8];
+	uint32_t h2;
+	int n;
+
+	ASSERT_EQ(0, vamr_register(self->fd, self->a + 3 * PAGE, PAGE, RW, 0xbeef, &h2));
+	ASSERT_EQ(0, madvise(self->a + 3 * PAGE, PAGE, MADV_DONTNEED));
+	n = drain(self->efd, ev, 8);
+	ASSERT_EQ(2, n);
+	EXPECT_NE(ev[0].cookie, ev[1].cookie);
+	EXPECT_TRUE((ev[0].cookie == 0xc0ffee && ev[1].cookie == 0xbeef) ||
+		    (ev[0].cookie == 0xbeef && ev[1].cookie == 0xc0ffee));
+	EXPECT_EQ(ev[0].addr, ev[1].addr);
+	EXPECT_EQ(PAGE, ev[0].len);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h2));
+}
+
+struct reader_arg {
+	int efd;
+	ssize_t ret;
+	struct vamr_event ev;
+};
+
+static void *blocking_reader(void *p)
+{
+	struct reader_arg *r = p;
+
+	r->ret = read(r->efd, &r->ev, sizeof(r->ev));
+	return NULL;
+}
+
+/* A blocking read() sleeps until an invalidation queues a record. */
+TEST_F(events, blocking_read_wakes)
+{
+	struct reader_arg r;
+	pthread_t t;
+
+	r.efd = events_open(self->fd, 0);
+	ASSERT_LE(0, r.efd);
+	ASSERT_EQ(0, pthread_create(&t, NULL, blocking_reader, &r));
+	usleep(100000);
+	ASSERT_EQ(0, madvise(self->a + 4 * PAGE, PAGE, MADV_DONTNEED));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ((ssize_t)sizeof(r.ev), r.ret);
+	EXPECT_EQ((uintptr_t)self->a + 4 * PAGE, r.ev.addr);
+	EXPECT_EQ((uint32_t)VAMR_EVENT_CLEAR, r.ev.kind);
+	close(r.efd);
+}
+
+/* More invalidations than the queue holds: the rest is reported as lost. */
+TEST_F(events, overflow_is_reported)
+{
+	static struct vamr_event ev[1024];
+	int i, n, total = 700;
+
+	for (i = 0; i < total; i++)
+		ASSERT_EQ(0, madvise(self->a + PAGE, PAGE, MADV_DONTNEED));
+	n = drain(self->efd, ev, 1024);
+	ASSERT_LT(1, n);
+	for (i = 0; i < n - 1; i++) {
+		EXPECT_EQ((uint64_t)i + 1, ev[i].generation);
+		EXPECT_EQ((uint32_t)VAMR_EVENT_CLEAR, ev[i].kind);
+	}
+	EXPECT_EQ(VAMR_EVENT_OVERFLOW, ev[n - 1].kind);
+	EXPECT_EQ((uint64_t)total - (n - 1), ev[n - 1].len);
+	EXPECT_EQ((uint64_t)total, ev[n - 1].generation);
+	/* The queue is empty again and records flow. */
+	ASSERT_EQ(0, madvise(self->a + PAGE, PAGE, MADV_DONTNEED));
+	ASSERT_EQ(1, drain(self->efd, ev, 8));
+	EXPECT_EQ((uint64_t)total + 1, ev[0].generation);
+}
+
+/* The events file outlives the /dev/vamr file and vice versa. */
+TEST_F(events, lifetimes)
+{
+	struct vamr_event ev[4];
+	int fd2 = vamr_open(), efd2;
+	uint32_t h;
+
+	ASSERT_LE(0, fd2);
+	efd2 = events_open(fd2, VAMR_EVENTS_NONBLOCK);
+	ASSERT_LE(0, efd2);
+	ASSERT_EQ(0, vamr_register(fd2, self->a, PAGE, RW, 7, &h));
+	ASSERT_EQ(0, madvise(self->a, PAGE, MADV_DONTNEED));
+	ASSERT_EQ(0, close(fd2));
+	/* The region is gone with its file, the queued record is still there. */
+	ASSERT_EQ(1, drain(efd2, ev, 4));
+	EXPECT_EQ(7u, ev[0].cookie);
+	ASSERT_EQ(0, close(efd2));
+	/* Unknown flags are refused. */
+	EXPECT_EQ(-EINVAL, events_open(self->fd, 1u << 5));
+}
+
+TEST_HARNESS_MAIN
