@@ -56,6 +56,7 @@ selftests:
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null || rm -f src/*.o src/.*.cmd *.ko *.mod* Module.symvers modules.order
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/kapi clean 2>/dev/null || true
 	$(MAKE) -C tests/selftests clean 2>/dev/null || true
 
 kernel:

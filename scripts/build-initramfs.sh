@@ -64,7 +64,7 @@ mkdir -p "$stage/lib/modules"
 cp -a "$kdir/.modinst/lib/modules/$kver" "$stage/lib/modules/"
 rm -f "$stage/lib/modules/$kver/build" "$stage/lib/modules/$kver/source"
 mkdir -p "$stage/lib/modules/$kver/extra"
-cp "$top/vamr.ko" "$stage/lib/modules/$kver/extra/"
+cp "$top/vamr.ko" "$top/tests/kapi/vamr_api_test.ko" "$stage/lib/modules/$kver/extra/"
 depmod -b "$stage" "$kver"
 
 # Test and demo programs with their libraries.

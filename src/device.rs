@@ -122,7 +122,7 @@ impl VamrFile {
         let access = region::Access {
             write: req.access & uapi::ACCESS_WRITE != 0,
         };
-        let reg = Region::register(mm, addr, len, access, req.cookie, self.events.clone())?;
+        let reg = Region::register(mm, addr, len, access, req.cookie, Some(self.events.clone()))?;
 
         let handle = {
             let mut regions = self.regions.lock();
@@ -198,11 +198,11 @@ impl VamrFile {
         match dir {
             Dir::Read => {
                 let mut writer = buf.writer();
-                region.copy(addr, len, dir, |_, chunk| writer.write_slice(chunk))?;
+                region.copy_bounced(addr, len, dir, |chunk| writer.write_slice(chunk))?;
             }
             Dir::Write => {
                 let mut reader: UserSliceReader = buf.reader();
-                region.copy(addr, len, dir, |_, chunk| reader.read_slice(chunk))?;
+                region.copy_bounced(addr, len, dir, |chunk| reader.read_slice(chunk))?;
             }
         }
         Ok(0)

@@ -65,6 +65,18 @@ pub(crate) enum Dir {
     Write,
 }
 
+/// The buffer side of one page copy.
+///
+/// The pointer must be valid for the length of the copy (reads for `Write`, writes for `Read`)
+/// and must not point into the page itself.
+#[derive(Clone, Copy)]
+enum PageIo {
+    /// Copy out of the page into this buffer.
+    Read(*mut u8),
+    /// Copy from this buffer into the page.
+    Write(*const u8),
+}
+
 /// An 8-byte atomic operation on a region (the IB atomic verbs plus ATOMIC_WRITE).
 #[derive(Clone, Copy)]
 pub(crate) enum AtomicOp {
@@ -125,8 +137,9 @@ pub(crate) struct Region {
     cookie: u64,
     /// The handle user space knows the region by, reported in events (set once registered).
     handle: AtomicU32,
-    /// Where invalidation records go (the owning file's queue).
-    events: Arc<EventQueue>,
+    /// Where invalidation records go (the owning file's queue); `None` for regions created
+    /// through the in-kernel API.
+    events: Option<Arc<EventQueue>>,
     /// Set once by teardown.
     torn_down: AtomicBool,
     /// Invalidation count that touched this region (all kinds), for events generation.
@@ -160,8 +173,8 @@ unsafe impl InvalidateHandler for Region {
         self.generation.fetch_add(1, Ordering::Relaxed);
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
-        if first < end {
-            self.events.push(uapi::Event {
+        if let (Some(events), true) = (&self.events, first < end) {
+            events.push(uapi::Event {
                 addr: first as u64,
                 len: (end - first) as u64,
                 cookie: self.cookie,
@@ -247,7 +260,7 @@ impl Region {
         len: usize,
         access: Access,
         cookie: u64,
-        events: Arc<EventQueue>,
+        events: Option<Arc<EventQueue>>,
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
@@ -453,56 +466,46 @@ impl Region {
         Ok(va - self.start)
     }
 
-    /// Copies `len` bytes between the region at `va` and a caller's buffer, a page at a time,
-    /// through the current pins. Any alignment and length, across pages.
-    ///
-    /// For each page, `chunk(off_in_copy, n, bounce)` moves data between `bounce` (the
-    /// staging buffer, `n` bytes) and the caller: for [`Dir::Write`] it fills `bounce` before
-    /// the page is written, for [`Dir::Read`] it consumes `bounce` after the page was read. It
-    /// runs without the region lock and may sleep or fault.
-    ///
-    /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
-    /// `EFAULT` (see [`Region::with_page`]), `ENOMEM`, and the errors of `chunk`. On error
-    /// some bytes may have been copied. Sleeps.
-    pub(crate) fn copy(
+    /// Moves `n` bytes between the pinned page `idx` (from byte `in_page`) and `io`'s buffer,
+    /// under the region lock, pinning the page on demand first. Errors: see
+    /// [`Region::with_page`].
+    fn page_io(&self, idx: usize, in_page: usize, n: usize, io: PageIo) -> Result {
+        self.with_page(idx, |page| {
+            // SAFETY: the page is pinned and cannot be unpinned while the region lock is held
+            // (we are inside `with_page`), so it is valid for this call; `[in_page, in_page + n)`
+            // is inside the page (the callers split at page boundaries) and `io`'s pointer is
+            // valid for `n` bytes (the `PageIo` contract). The only other accessors of the page
+            // are user space and devices, whose concurrent accesses to user memory are outside
+            // Rust's model, as for every copy to or from user memory.
+            unsafe {
+                let page = BorrowedPage::from_raw(page);
+                match io {
+                    PageIo::Read(dst) => page.read_raw(dst, in_page, n),
+                    PageIo::Write(src) => page.write_raw(src, in_page, n),
+                }
+            }
+        })?
+    }
+
+    /// Checks a copy of `len` bytes at `va` and calls `step(idx, in_page, done, n)` for each
+    /// page-bounded piece, in order; then counts the bytes. Errors: `EINVAL` (range outside
+    /// the region), `EACCES` (write to a read-only region), and those of `step`.
+    fn walk(
         &self,
         va: usize,
         len: usize,
         dir: Dir,
-        mut chunk: impl FnMut(usize, &mut [u8]) -> Result,
+        mut step: impl FnMut(usize, usize, usize, usize) -> Result,
     ) -> Result {
         if dir == Dir::Write && !self.access.write {
             return Err(EACCES);
         }
         let mut off = self.offset_of(va, len)?;
-        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len), GFP_KERNEL)?;
         let mut done = 0;
         while done < len {
-            let idx = off / PAGE_SIZE;
             let in_page = off % PAGE_SIZE;
             let n = (PAGE_SIZE - in_page).min(len - done);
-            let buf = &mut bounce[..n];
-            if dir == Dir::Write {
-                chunk(done, buf)?;
-            }
-            let ptr = buf.as_mut_ptr();
-            self.with_page(idx, |page| {
-                // SAFETY: the page is pinned and cannot be unpinned while the region lock is held
-                // (we are inside `with_page`), so it is valid for this call. `ptr` points to `n`
-                // bytes of our own buffer. The only other accessors of the page are user space and
-                // devices, whose concurrent accesses to user memory are outside Rust's model, as
-                // for every copy to or from user memory; `[in_page, in_page + n)` is inside the page.
-                unsafe {
-                    let page = BorrowedPage::from_raw(page);
-                    match dir {
-                        Dir::Read => page.read_raw(ptr, in_page, n),
-                        Dir::Write => page.write_raw(ptr, in_page, n),
-                    }
-                }
-            })??;
-            if dir == Dir::Read {
-                chunk(done, buf)?;
-            }
+            step(off / PAGE_SIZE, in_page, done, n)?;
             done += n;
             off += n;
         }
@@ -511,6 +514,62 @@ impl Region {
             Dir::Write => self.stats.add(Kind::BytesWritten, len as u64),
         }
         Ok(())
+    }
+
+    /// Copies `len` bytes between the region at `va` and a buffer the caller cannot touch under
+    /// a lock (user memory), through a page-sized bounce buffer. Any alignment and length.
+    ///
+    /// For each page-bounded piece, `chunk(bounce)` moves data between `bounce` and the
+    /// caller's buffer, in order: for [`Dir::Write`] it fills `bounce` before the page is
+    /// written, for [`Dir::Read`] it consumes `bounce` after the page was read. It runs without
+    /// the region lock and may sleep or fault.
+    ///
+    /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
+    /// `EFAULT` (see [`Region::with_page`]), `ENOMEM`, and the errors of `chunk`. On error some
+    /// bytes may have been copied. Sleeps.
+    pub(crate) fn copy_bounced(
+        &self,
+        va: usize,
+        len: usize,
+        dir: Dir,
+        mut chunk: impl FnMut(&mut [u8]) -> Result,
+    ) -> Result {
+        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len.max(1)), GFP_KERNEL)?;
+        self.walk(va, len, dir, |idx, in_page, _done, n| {
+            let buf = &mut bounce[..n];
+            if dir == Dir::Write {
+                chunk(buf)?;
+            }
+            let io = match dir {
+                Dir::Read => PageIo::Read(buf.as_mut_ptr()),
+                Dir::Write => PageIo::Write(buf.as_ptr()),
+            };
+            self.page_io(idx, in_page, n, io)?;
+            if dir == Dir::Read {
+                chunk(buf)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies from the region at `va` into the kernel buffer `buf` (`buf.len()` bytes), straight
+    /// from the pinned pages. Errors and context: as [`Region::copy_bounced`].
+    pub(crate) fn read_into(&self, va: usize, buf: &mut [u8]) -> Result {
+        let ptr = buf.as_mut_ptr();
+        self.walk(va, buf.len(), Dir::Read, |idx, in_page, done, n| {
+            // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
+            self.page_io(idx, in_page, n, PageIo::Read(ptr.wrapping_add(done)))
+        })
+    }
+
+    /// Copies the kernel buffer `buf` into the region at `va`, straight into the pinned pages.
+    /// Errors and context: as [`Region::copy_bounced`].
+    pub(crate) fn write_from(&self, va: usize, buf: &[u8]) -> Result {
+        let ptr = buf.as_ptr();
+        self.walk(va, buf.len(), Dir::Write, |idx, in_page, done, n| {
+            // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
+            self.page_io(idx, in_page, n, PageIo::Write(ptr.wrapping_add(done)))
+        })
     }
 
     /// Performs an 8-byte atomic at `va` (8-byte aligned, inside the region) and returns the
@@ -560,7 +619,7 @@ impl Region {
     }
 
     /// Pins the absent pages of `[va, va + len)` now, so that accesses to it find them pinned.
-    /// Errors: as [`Region::copy`]'s range checks, plus `EFAULT` when nothing in the range could
+    /// Errors: as [`Region::copy_bounced`]'s range checks, plus `EFAULT` when nothing in the range could
     /// be pinned. Sleeps.
     pub(crate) fn prefetch(&self, va: usize, len: usize) -> Result<usize> {
         let off = self.offset_of(va, len)?;

@@ -145,3 +145,15 @@ int vamr_events_getfd(void *queue, bool nonblock, bool cloexec)
 	return anon_inode_getfd("[vamr-events]", &vamr_events_fops, queue,
 				O_RDONLY | (nonblock ? O_NONBLOCK : 0) | (cloexec ? O_CLOEXEC : 0));
 }
+
+/* The in-kernel API (include/linux/vamr.h), implemented in src/api.rs. */
+#include <linux/export.h>
+#include <linux/vamr.h>
+
+EXPORT_SYMBOL_GPL(vamr_region_create);
+EXPORT_SYMBOL_GPL(vamr_region_destroy);
+EXPORT_SYMBOL_GPL(vamr_region_read);
+EXPORT_SYMBOL_GPL(vamr_region_write);
+EXPORT_SYMBOL_GPL(vamr_region_atomic);
+EXPORT_SYMBOL_GPL(vamr_region_prefetch);
+EXPORT_SYMBOL_GPL(vamr_region_stats);

@@ -13,6 +13,7 @@ use kernel::miscdevice::{MiscDeviceOptions, MiscDeviceRegistration};
 use kernel::prelude::*;
 use kernel::workqueue::Queue;
 
+mod api;
 mod device;
 mod events;
 mod notifier;

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * vamr in-kernel API: memory regions with virtual-address semantics, for RDMA
+ * drivers (rdma_rxe is the first consumer).
+ *
+ * A region is a user VA range of one process whose pinned pages always are the
+ * pages mapped there now: vamr watches it with an mmu_interval_notifier, drops
+ * stale pins at every invalidation and re-pins (eagerly when the VMA survives,
+ * on the next access otherwise). A driver copies to and from a region by user
+ * VA, never by page list, so it cannot reach pages the process no longer maps.
+ * See Documentation/vamr.rst.
+ *
+ * All functions are exported with EXPORT_SYMBOL_GPL. Units: bytes and user
+ * virtual addresses. Unless said otherwise a function may sleep (process or
+ * work-item context, no spinlock held) and takes the region's internal lock,
+ * which the kernel also takes under memory reclaim: do not call these with a
+ * lock held that is taken around a GFP_KERNEL allocation.
+ */
+#ifndef _LINUX_VAMR_H
+#define _LINUX_VAMR_H
+
+#include <linux/types.h>
+#include <uapi/misc/vamr.h>
+
+struct vamr_region;
+
+/**
+ * vamr_region_create - register [addr, addr + len) of current->mm
+ * @addr: first byte, any alignment.
+ * @len: bytes, > 0.
+ * @access: VAMR_ACCESS_* (VAMR_ACCESS_WRITE: pin for writing, FOLL_WRITE).
+ *
+ * Pins what is mapped now (holes stay absent), charges the covering pages to
+ * current->mm->pinned_vm against RLIMIT_MEMLOCK unless CAP_IPC_LOCK (as
+ * ib_umem_get() does) and starts following the mapping. Process context of
+ * the task owning the memory (e.g. a uverbs reg_mr); sleeps.
+ *
+ * Return: the region, or ERR_PTR(-EINVAL) (len 0, overflow, unknown access
+ * bits), ERR_PTR(-EFAULT) (beyond TASK_SIZE, or no mm), ERR_PTR(-ENOMEM)
+ * (RLIMIT_MEMLOCK, allocation), ERR_PTR(-EINTR) (fatal signal while pinning).
+ */
+struct vamr_region *vamr_region_create(unsigned long addr, size_t len, u32 access);
+
+/**
+ * vamr_region_destroy - unregister a region and release it
+ * @region: from vamr_region_create(); not used again by the caller.
+ *
+ * Stops following the mapping (waits for a running invalidation), unpins
+ * every page and returns the pinned_vm charge. Sleeps. May be called after
+ * the owning process exited.
+ */
+void vamr_region_destroy(struct vamr_region *region);
+
+/**
+ * vamr_region_read - copy from a region into a kernel buffer
+ * @region: the region.
+ * @addr: user VA of the first byte, inside the registered range.
+ * @buf: kernel buffer of @len bytes.
+ * @len: bytes, > 0; any alignment, may cross pages.
+ *
+ * Copies through the current pins, pinning absent pages on demand.
+ * Return: 0; -EINVAL (outside the range), -EFAULT (nothing mapped at a page,
+ * or its protection forbids the access, or the process exited), -EAGAIN
+ * (invalidations kept racing), -ENOMEM. On error part may have been copied.
+ */
+int vamr_region_read(struct vamr_region *region, unsigned long addr, void *buf, size_t len);
+
+/**
+ * vamr_region_write - copy a kernel buffer into a region
+ * As vamr_region_read(), in the other direction; -EACCES when the region was
+ * created without VAMR_ACCESS_WRITE.
+ */
+int vamr_region_write(struct vamr_region *region, unsigned long addr, const void *buf,
+		      size_t len);
+
+/**
+ * vamr_region_atomic - 8-byte atomic on a region
+ * @region: the region (created with VAMR_ACCESS_WRITE).
+ * @addr: user VA, 8-byte aligned, inside the registered range.
+ * @op: VAMR_ATOMIC_CMP_SWAP, VAMR_ATOMIC_FETCH_ADD (adds @compare) or
+ *      VAMR_ATOMIC_WRITE (stores @swap).
+ * @compare: compare value or addend.
+ * @swap: value stored.
+ * @orig: out: the value found before the operation.
+ *
+ * Atomic with respect to other vamr atomics and CPU atomics on the word.
+ * Return: 0; -EINVAL (op, alignment, range), -EACCES, -EFAULT, -EAGAIN.
+ */
+int vamr_region_atomic(struct vamr_region *region, unsigned long addr, u32 op, u64 compare,
+		       u64 swap, u64 *orig);
+
+/**
+ * vamr_region_prefetch - pin the absent pages of a range now
+ * @region: the region.
+ * @addr: first byte, inside the registered range.
+ * @len: bytes, > 0.
+ *
+ * So that the next access finds them pinned (ibv_advise_mr prefetch).
+ * Return: pages newly pinned (>= 0); -EINVAL, -EFAULT (nothing pinnable).
+ */
+long vamr_region_prefetch(struct vamr_region *region, unsigned long addr, size_t len);
+
+/**
+ * vamr_region_stats - counters of a region
+ * @region: the region.
+ * @out: filled with a snapshot. Any context; does not sleep.
+ */
+void vamr_region_stats(struct vamr_region *region, struct vamr_counters *out);
+
+#endif /* _LINUX_VAMR_H */

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The in-kernel C API of `include/linux/vamr.h`, for RDMA drivers.
+//!
+//! Each function is a thin `extern "C"` shell over [`Region`]; `src/vamr_glue.c` exports them
+//! with `EXPORT_SYMBOL_GPL`. A `struct vamr_region *` handed to C is a [`Registration`] in a
+//! `KBox`: destroying it tears the region down. The contract of each function (context,
+//! errors, units) is documented in the header.
+
+use crate::region::{AtomicOp, Region, Registration};
+use crate::uapi;
+use core::ffi::c_void;
+use kernel::error::from_err_ptr;
+use kernel::prelude::*;
+
+/// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`Registration`].
+type RawRegion = *mut c_void;
+
+/// Borrows the registration behind a C region pointer.
+///
+/// # Safety
+///
+/// `region` must come from [`vamr_region_create`] and not have been destroyed.
+unsafe fn registration<'a>(region: RawRegion) -> &'a Registration {
+    // SAFETY: per the contract, `region` is a live `KBox<Registration>` turned into a raw
+    // pointer by `vamr_region_create`.
+    unsafe { &*region.cast::<Registration>() }
+}
+
+/// Registers `[addr, addr + len)` of `current->mm`; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32) -> RawRegion {
+    let create = || -> Result<RawRegion> {
+        if access & !uapi::ACCESS_KNOWN != 0 {
+            return Err(EINVAL);
+        }
+        let current = kernel::current!();
+        let mm = current.mm().ok_or(EFAULT)?;
+        let write = access & uapi::ACCESS_WRITE != 0;
+        let reg = Region::register(mm, addr, len, crate::region::Access { write }, 0, None)?;
+        Ok(KBox::into_raw(KBox::new(reg, GFP_KERNEL)?).cast())
+    };
+    match create() {
+        Ok(p) => p,
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// Destroys a region; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_destroy(region: RawRegion) {
+    // The header's contract: `region` is live and the caller gives it up.
+    if let Ok(p) = from_err_ptr(region) {
+        if !p.is_null() {
+            // SAFETY: `p` came from `KBox::into_raw` in `vamr_region_create`, and the caller
+            // gives up its only reference; dropping the registration tears the region down.
+            drop(unsafe { KBox::from_raw(p.cast::<Registration>()) });
+        }
+    }
+}
+
+/// Copies from a region into a kernel buffer; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_read(region: RawRegion, addr: usize, buf: *mut u8, len: usize) -> i32 {
+    if buf.is_null() || len == 0 {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: the caller passes a live region and a kernel buffer valid for writing `len` bytes
+    // that nothing else accesses during the call (the header's contract).
+    let (reg, buf) = unsafe { (registration(region), core::slice::from_raw_parts_mut(buf, len)) };
+    match reg.read_into(addr, buf) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Copies a kernel buffer into a region; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_write(region: RawRegion, addr: usize, buf: *const u8, len: usize) -> i32 {
+    if buf.is_null() || len == 0 {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: the caller passes a live region and a kernel buffer valid for reading `len` bytes
+    // that is not written during the call (the header's contract).
+    let (reg, buf) = unsafe { (registration(region), core::slice::from_raw_parts(buf, len)) };
+    match reg.write_from(addr, buf) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// 8-byte atomic on a region; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_atomic(
+    region: RawRegion,
+    addr: usize,
+    op: u32,
+    compare: u64,
+    swap: u64,
+    orig: *mut u64,
+) -> i32 {
+    let op = match op {
+        uapi::ATOMIC_CMP_SWAP => AtomicOp::CmpSwap { compare, swap },
+        uapi::ATOMIC_FETCH_ADD => AtomicOp::FetchAdd { add: compare },
+        uapi::ATOMIC_WRITE => AtomicOp::Write { value: swap },
+        _ => return EINVAL.to_errno(),
+    };
+    // SAFETY: the caller passes a live region (the header's contract).
+    let reg = unsafe { registration(region) };
+    match reg.atomic(addr, op) {
+        Ok(old) => {
+            if !orig.is_null() {
+                // SAFETY: a non-NULL `orig` points to a writable `u64` (the header's contract).
+                unsafe { orig.write(old) };
+            }
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Pins the absent pages of a range; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_prefetch(region: RawRegion, addr: usize, len: usize) -> isize {
+    // SAFETY: the caller passes a live region (the header's contract).
+    let reg = unsafe { registration(region) };
+    match reg.prefetch(addr, len) {
+        Ok(n) => n as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}
+
+/// Counters of a region; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_stats(region: RawRegion, out: *mut uapi::Counters) {
+    // SAFETY: the caller passes a live region and a writable `struct vamr_counters` (the
+    // header's contract); `uapi::Counters` has its layout (checked by the KUnit suite).
+    unsafe { out.write(registration(region).stats.snapshot()) };
+}

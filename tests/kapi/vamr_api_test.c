@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vamr_api_test: drives vamr's in-kernel API from user space, for the
+ * selftest tests/selftests/vamr_api.c. It is a consumer the way an RDMA
+ * driver is: it links against vamr.ko's exported symbols and copies through a
+ * region with kernel buffers.
+ *
+ * /dev/vamr_api_test, one region per open file:
+ *   VAMR_API_TEST_CREATE   {addr, len, access}      vamr_region_create()
+ *   VAMR_API_TEST_READ     {addr, len, buf}         vamr_region_read() into a
+ *                                                   kernel buffer, then to buf
+ *   VAMR_API_TEST_WRITE    {addr, len, buf}         buf to a kernel buffer, then
+ *                                                   vamr_region_write()
+ *   VAMR_API_TEST_ATOMIC   {addr, op, compare, swap, result}
+ *   VAMR_API_TEST_PREFETCH {addr, len} -> result
+ *   VAMR_API_TEST_STATS    struct vamr_counters
+ *   VAMR_API_TEST_DESTROY
+ * close() destroys a region left behind.
+ */
+#include <linux/err.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vamr.h>
+
+#include "vamr_api_test.h"
+
+struct api_test_file {
+	struct mutex lock;		/* serializes create/destroy against use */
+	struct vamr_region *region;	/* NULL when none */
+};
+
+static int api_test_open(struct inode *inode, struct file *file)
+{
+	struct api_test_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return -ENOMEM;
+	mutex_init(&f->lock);
+	file->private_data = f;
+	return 0;
+}
+
+static int api_test_release(struct inode *inode, struct file *file)
+{
+	struct api_test_file *f = file->private_data;
+
+	if (f->region)
+		vamr_region_destroy(f->region);
+	kfree(f);
+	return 0;
+}
+
+static long api_test_copy(struct vamr_region *region, struct vamr_api_test_arg *a, bool write)
+{
+	void __user *ubuf = u64_to_user_ptr(a->buf);
+	void *kbuf;
+	long ret;
+
+	if (!a->len || a->len > (8u << 20))
+		return -EINVAL;
+	kbuf = kvmalloc(a->len, GFP_KERNEL);
+	if (!kbuf)
+		return -ENOMEM;
+	if (write) {
+		ret = copy_from_user(kbuf, ubuf, a->len) ? -EFAULT : 0;
+		if (!ret)
+			ret = vamr_region_write(region, a->addr, kbuf, a->len);
+	} else {
+		ret = vamr_region_read(region, a->addr, kbuf, a->len);
+		if (!ret && copy_to_user(ubuf, kbuf, a->len))
+			ret = -EFAULT;
+	}
+	kvfree(kbuf);
+	return ret;
+}
+
+static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct api_test_file *f = file->private_data;
+	struct vamr_api_test_arg a;
+	struct vamr_counters c;
+	long ret = 0;
+
+	if (cmd != VAMR_API_TEST_STATS && cmd != VAMR_API_TEST_DESTROY &&
+	    copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+
+	mutex_lock(&f->lock);
+	if (cmd != VAMR_API_TEST_CREATE && !f->region) {
+		ret = -ENOENT;
+		goto out;
+	}
+	switch (cmd) {
+	case VAMR_API_TEST_CREATE: {
+		struct vamr_region *r;
+
+		if (f->region) {
+			ret = -EBUSY;
+			break;
+		}
+		r = vamr_region_create(a.addr, a.len, a.access);
+		if (IS_ERR(r))
+			ret = PTR_ERR(r);
+		else
+			f->region = r;
+		break;
+	}
+	case VAMR_API_TEST_DESTROY:
+		vamr_region_destroy(f->region);
+		f->region = NULL;
+		break;
+	case VAMR_API_TEST_READ:
+	case VAMR_API_TEST_WRITE:
+		ret = api_test_copy(f->region, &a, cmd == VAMR_API_TEST_WRITE);
+		break;
+	case VAMR_API_TEST_ATOMIC:
+		ret = vamr_region_atomic(f->region, a.addr, a.op, a.compare, a.swap, &a.result);
+		if (!ret && copy_to_user((void __user *)arg, &a, sizeof(a)))
+			ret = -EFAULT;
+		break;
+	case VAMR_API_TEST_PREFETCH:
+		ret = vamr_region_prefetch(f->region, a.addr, a.len);
+		if (ret >= 0) {
+			a.result = ret;
+			ret = copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+		}
+		break;
+	case VAMR_API_TEST_STATS:
+		vamr_region_stats(f->region, &c);
+		ret = copy_to_user((void __user *)arg, &c, sizeof(c)) ? -EFAULT : 0;
+		break;
+	default:
+		ret = -ENOTTY;
+	}
+out:
+	mutex_unlock(&f->lock);
+	return ret;
+}
+
+static const struct file_operations api_test_fops = {
+	.owner = THIS_MODULE,
+	.open = api_test_open,
+	.release = api_test_release,
+	.unlocked_ioctl = api_test_ioctl,
+};
+
+static struct miscdevice api_test_dev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "vamr_api_test",
+	.fops = &api_test_fops,
+};
+
+module_misc_device(api_test_dev);
+MODULE_DESCRIPTION("Test consumer of the vamr in-kernel API");
+MODULE_LICENSE("GPL");

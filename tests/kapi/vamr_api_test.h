@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/* ABI of /dev/vamr_api_test (tests/kapi/vamr_api_test.c); shared with the selftest. */
+#ifndef VAMR_API_TEST_H
+#define VAMR_API_TEST_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+struct vamr_api_test_arg {
+	__u64 addr;
+	__u64 len;
+	__u64 buf;
+	__u64 compare;
+	__u64 swap;
+	__u64 result;
+	__u32 access;
+	__u32 op;
+};
+
+#define VAMR_API_TEST_CREATE _IOW('v', 0xe0, struct vamr_api_test_arg)
+#define VAMR_API_TEST_DESTROY _IO('v', 0xe1)
+#define VAMR_API_TEST_READ _IOW('v', 0xe2, struct vamr_api_test_arg)
+#define VAMR_API_TEST_WRITE _IOW('v', 0xe3, struct vamr_api_test_arg)
+#define VAMR_API_TEST_ATOMIC _IOWR('v', 0xe4, struct vamr_api_test_arg)
+#define VAMR_API_TEST_PREFETCH _IOWR('v', 0xe5, struct vamr_api_test_arg)
+#define VAMR_API_TEST_STATS _IOR('v', 0xe6, struct vamr_counters)
+
+#endif

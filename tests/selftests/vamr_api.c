@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vamr's in-kernel API (include/linux/vamr.h), driven through the test
+ * consumer module tests/kapi/vamr_api_test.ko: a driver copying with kernel
+ * buffers by user VA sees what the CPU sees, after remaps too.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "pattern.h"
+#include "vamr_lib.h"
+#include "../kapi/vamr_api_test.h"
+
+#define PAGE 4096ul
+#define RW (VAMR_ACCESS_READ | VAMR_ACCESS_WRITE)
+
+static int api(int fd, unsigned long cmd, struct vamr_api_test_arg *a)
+{
+	return ioctl(fd, cmd, a) ? -errno : 0;
+}
+
+static int api_create(int fd, void *addr, uint64_t len, uint32_t access)
+{
+	struct vamr_api_test_arg a = { .addr = (uintptr_t)addr, .len = len, .access = access };
+
+	return api(fd, VAMR_API_TEST_CREATE, &a);
+}
+
+static int api_copy(int fd, int write, void *addr, void *buf, uint64_t len)
+{
+	struct vamr_api_test_arg a = {
+		.addr = (uintptr_t)addr, .len = len, .buf = (uintptr_t)buf,
+	};
+
+	return api(fd, write ? VAMR_API_TEST_WRITE : VAMR_API_TEST_READ, &a);
+}
+
+FIXTURE(api)
+{
+	int fd;
+	uint8_t *buf;
+};
+
+FIXTURE_SETUP(api)
+{
+	self->fd = open("/dev/vamr_api_test", O_RDWR | O_CLOEXEC);
+	if (self->fd < 0 && errno == ENOENT)
+		SKIP(return, "vamr_api_test.ko not loaded");
+	ASSERT_LE(0, self->fd);
+	self->buf = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->buf);
+}
+
+FIXTURE_TEARDOWN(api)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	munmap(self->buf, 1 << 20);
+}
+
+/* Kernel-buffer copies through a region follow munmap + mmap and DONTNEED. */
+TEST_F(api, copy_follows_the_mapping)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vamr_counters c;
+	long vmpin = vamr_vmpin_kb();
+
+	ASSERT_NE(MAP_FAILED, a);
+	pattern_fill(a, len, 1, 0);
+	ASSERT_EQ(0, api_create(self->fd, a + 1, len - 1, RW));
+	EXPECT_EQ(vmpin + 32, vamr_vmpin_kb());
+	ASSERT_EQ(0, api_copy(self->fd, 0, a + 1, self->buf, len - 1));
+	ASSERT_EQ((size_t)-1, pattern_check(self->buf, len - 1, 1, 1));
+
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(a, mmap(a, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	pattern_fill(a, len, 2, 0);
+	ASSERT_EQ(0, api_copy(self->fd, 0, a + PAGE - 3, self->buf, 2 * PAGE));
+	ASSERT_EQ((size_t)-1, pattern_check(self->buf, 2 * PAGE, 2, PAGE - 3));
+	pattern_fill(self->buf, 3 * PAGE + 5, 3, 0);
+	ASSERT_EQ(0, api_copy(self->fd, 1, a + 2 * PAGE + 11, self->buf, 3 * PAGE + 5));
+	ASSERT_EQ((size_t)-1, pattern_check(a + 2 * PAGE + 11, 3 * PAGE + 5, 3, 0));
+	EXPECT_EQ(pattern_byte(2, 2 * PAGE + 10), a[2 * PAGE + 10]);
+
+	ASSERT_EQ(0, madvise(a, len, MADV_DONTNEED));
+	ASSERT_EQ(0, api_copy(self->fd, 0, a + 1, self->buf, len - 1));
+	for (size_t i = 0; i < len - 1; i++)
+		if (self->buf[i])
+			ASSERT_EQ(0, self->buf[i]);
+
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_STATS, &c));
+	EXPECT_LE(1u, c.invalidations[VAMR_EVENT_UNMAP]);
+	EXPECT_LE(1u, c.invalidations[VAMR_EVENT_CLEAR]);
+	EXPECT_LE(8u, c.ondemand_repins + c.eager_repins);
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	EXPECT_EQ(vmpin, vamr_vmpin_kb());
+	munmap(a, len);
+}
+
+/* Atomics and prefetch through the API. */
+TEST_F(api, atomics_and_prefetch)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *w = (uint64_t *)(a + 3 * PAGE + 8);
+	struct vamr_api_test_arg x;
+
+	ASSERT_NE(MAP_FAILED, a);
+	*w = 40;
+	ASSERT_EQ(0, api_create(self->fd, a, len, RW));
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)w, .op = VAMR_ATOMIC_FETCH_ADD, .compare = 2 };
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_ATOMIC, &x));
+	EXPECT_EQ(40u, x.result);
+	EXPECT_EQ(42u, *w);
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)w, .op = VAMR_ATOMIC_CMP_SWAP,
+					.compare = 42, .swap = 7 };
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_ATOMIC, &x));
+	EXPECT_EQ(7u, *w);
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)w + 1, .op = VAMR_ATOMIC_WRITE };
+	EXPECT_EQ(-EINVAL, api(self->fd, VAMR_API_TEST_ATOMIC, &x));
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)w, .op = 9 };
+	EXPECT_EQ(-EINVAL, api(self->fd, VAMR_API_TEST_ATOMIC, &x));
+
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(a, mmap(a, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)a, .len = len };
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_PREFETCH, &x));
+	EXPECT_EQ(4u, x.result);
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	munmap(a, len);
+}
+
+/* Bad input gets the documented errno; a region left at close is released. */
+TEST_F(api, bad_input_and_close)
+{
+	uint8_t *a = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long vmpin = vamr_vmpin_kb();
+	int fd2;
+
+	ASSERT_NE(MAP_FAILED, a);
+	EXPECT_EQ(-EINVAL, api_create(self->fd, a, 0, RW));
+	EXPECT_EQ(-EINVAL, api_create(self->fd, (void *)-4096l, 8192, RW));
+	EXPECT_EQ(-EFAULT, api_create(self->fd, (void *)0xffff888000000000ul, PAGE, RW));
+	EXPECT_EQ(-EINVAL, api_create(self->fd, a, PAGE, 1u << 9));
+	ASSERT_EQ(0, api_create(self->fd, a, PAGE, VAMR_ACCESS_READ));
+	EXPECT_EQ(-EACCES, api_copy(self->fd, 1, a, self->buf, 8));
+	EXPECT_EQ(-EINVAL, api_copy(self->fd, 0, a + PAGE - 4, self->buf, 8));
+	EXPECT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+
+	fd2 = open("/dev/vamr_api_test", O_RDWR);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, api_create(fd2, a, PAGE, RW));
+	EXPECT_EQ(vmpin + 4, vamr_vmpin_kb());
+	ASSERT_EQ(0, close(fd2));
+	EXPECT_EQ(vmpin, vamr_vmpin_kb());
+	munmap(a, PAGE);
+}
+
+TEST_HARNESS_MAIN
