@@ -212,3 +212,68 @@ extern "C" fn vamr_events_release(queue: *mut c_void) {
     // SAFETY: `queue` is the file's counted reference made by `open_file`; release runs once.
     drop(unsafe { Arc::from_raw(queue.cast::<EventQueue>()) });
 }
+
+#[kunit_tests(vamr_kunit_events)]
+mod tests {
+    use super::*;
+
+    fn record(n: u64) -> uapi::Event {
+        uapi::Event {
+            addr: 0x1000 * n,
+            len: n,
+            cookie: n ^ 0xc0ffee,
+            ..uapi::Event::default()
+        }
+    }
+
+    #[test]
+    fn records_come_out_in_order_with_generations() {
+        let q = EventQueue::new().unwrap();
+        assert!(q.is_empty());
+        for n in 1..=3 {
+            q.push(record(n));
+        }
+        let mut out = [uapi::Event::default(); 2];
+        assert_eq!(q.take(&mut out), 2);
+        assert_eq!((out[0].addr, out[0].generation), (0x1000, 1));
+        assert_eq!((out[1].cookie, out[1].generation), (2 ^ 0xc0ffee, 2));
+        assert_eq!(q.take(&mut out), 1);
+        assert_eq!((out[0].len, out[0].generation), (3, 3));
+        assert_eq!(q.take(&mut out), 0);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn overflow_is_reported_once_after_the_ring() {
+        let q = EventQueue::new().unwrap();
+        let extra = 5u64;
+        for n in 0..QUEUE_RECORDS as u64 + extra {
+            q.push(record(n));
+        }
+        let mut out = [uapi::Event::default(); 64];
+        let mut seen = 0u64;
+        let mut overflow = None;
+        loop {
+            let n = q.take(&mut out);
+            if n == 0 {
+                break;
+            }
+            for r in &out[..n] {
+                if r.kind == uapi::EVENT_OVERFLOW {
+                    overflow = Some(*r);
+                } else {
+                    seen += 1;
+                    assert_eq!(r.generation, seen);
+                }
+            }
+        }
+        assert_eq!(seen, QUEUE_RECORDS as u64);
+        let o = overflow.unwrap();
+        assert_eq!(o.len, extra);
+        assert_eq!(o.generation, QUEUE_RECORDS as u64 + extra);
+        // The ring wraps and works again after draining.
+        q.push(record(9));
+        assert_eq!(q.take(&mut out), 1);
+        assert_eq!(out[0].generation, QUEUE_RECORDS as u64 + extra + 1);
+    }
+}
