@@ -67,7 +67,12 @@ extern "C" fn vamr_region_read(region: RawRegion, addr: usize, buf: *mut u8, len
     }
     // SAFETY: the caller passes a live region and a kernel buffer valid for writing `len` bytes
     // that nothing else accesses during the call (the header's contract).
-    let (reg, buf) = unsafe { (registration(region), core::slice::from_raw_parts_mut(buf, len)) };
+    let (reg, buf) = unsafe {
+        (
+            registration(region),
+            core::slice::from_raw_parts_mut(buf, len),
+        )
+    };
     match reg.read_into(addr, buf) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

@@ -149,7 +149,12 @@ unsafe fn queue_ref<'a>(queue: *mut c_void) -> &'a EventQueue {
 /// Returns bytes read or a negative errno: `EINVAL` (buffer smaller than a record), `EAGAIN`,
 /// `EINTR` (signal while blocked, restarted when the handler allows), `EFAULT`.
 #[no_mangle]
-extern "C" fn vamr_events_read(queue: *mut c_void, buf: *mut u8, len: usize, nonblock: bool) -> isize {
+extern "C" fn vamr_events_read(
+    queue: *mut c_void,
+    buf: *mut u8,
+    len: usize,
+    nonblock: bool,
+) -> isize {
     // SAFETY: called by `vamr_events_fop_read` with the file's `private_data`.
     let queue = unsafe { queue_ref(queue) };
     let rec = core::mem::size_of::<uapi::Event>();
@@ -181,7 +186,11 @@ extern "C" fn vamr_events_read(queue: *mut c_void, buf: *mut u8, len: usize, non
         for r in &batch[..n] {
             if let Err(e) = writer.write(r) {
                 // Records already taken are lost to this reader; report what was copied.
-                return if done > 0 { (done * rec) as isize } else { e.to_errno() as isize };
+                return if done > 0 {
+                    (done * rec) as isize
+                } else {
+                    e.to_errno() as isize
+                };
             }
             done += 1;
         }

@@ -81,12 +81,12 @@ pub(crate) struct Range<'a> {
 impl Range<'_> {
     /// First byte of the invalidated range (page aligned).
     pub(crate) fn start(&self) -> usize {
-        self.raw.start as usize
+        self.raw.start
     }
 
     /// One past the last byte of the invalidated range (page aligned).
     pub(crate) fn end(&self) -> usize {
-        self.raw.end as usize
+        self.raw.end
     }
 
     /// The reason for the invalidation.
@@ -191,7 +191,8 @@ impl<H: InvalidateHandler> OpsTable<H> {
             &*notifier.byte_sub(H::notifier_offset()).cast::<H>()
         };
         // SAFETY: the mm core passes a valid range that lives for the call.
-        let range = Range { raw: unsafe { &*range } };
+        let raw = unsafe { &*range };
+        let range = Range { raw };
         let seq = SeqToken {
             sub,
             cur_seq,
@@ -234,8 +235,8 @@ impl IntervalNotifier {
             bindings::mmu_interval_notifier_insert(
                 this.inner.get(),
                 mm,
-                start as _,
-                len as _,
+                start,
+                len,
                 &OpsTable::<H>::OPS,
             )
         };

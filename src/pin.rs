@@ -92,8 +92,8 @@ pub(crate) fn pin_user_range(
             unsafe {
                 bindings::pin_user_pages_remote(
                     mm.as_raw(),
-                    addr as _,
-                    batch as _,
+                    addr,
+                    batch,
                     flags,
                     raw.as_mut_ptr(),
                     core::ptr::null_mut(),

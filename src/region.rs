@@ -200,7 +200,11 @@ unsafe impl InvalidateHandler for Region {
             slots.pending = (0, 0);
         } else if event.mapping_survives() && !slots.dead && a < b {
             let (pa, pb) = slots.pending;
-            slots.pending = if pa < pb { (pa.min(a), pb.max(b)) } else { (a, b) };
+            slots.pending = if pa < pb {
+                (pa.min(a), pb.max(b))
+            } else {
+                (a, b)
+            };
             // SAFETY: `self` lives in an `Arc` (type invariant); it is not dead, so teardown has
             // not run and the `Registration` still holds a reference: the count is not zero.
             let this: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
@@ -226,7 +230,7 @@ impl WorkItem for Region {
             if slots.dead {
                 return;
             }
-            core::mem::replace(&mut slots.pending, (0, 0))
+            core::mem::take(&mut slots.pending)
         };
         if a >= b {
             return;
@@ -338,7 +342,10 @@ impl Region {
         let end = self.start + self.npages * PAGE_SIZE;
         let s = s.clamp(self.start, end);
         let e = e.clamp(self.start, end);
-        ((s - self.start) / PAGE_SIZE, (e - self.start).div_ceil(PAGE_SIZE))
+        (
+            (s - self.start) / PAGE_SIZE,
+            (e - self.start).div_ceil(PAGE_SIZE),
+        )
     }
 
     /// Pins the pages `[first, first + count)` that are absent, following the
@@ -702,9 +709,12 @@ impl<'a> PinnedVmCharge<'a> {
         let charge = PinnedVmCharge { mm, npages };
         // SAFETY: no preconditions; reads current's rlimit.
         let limit = unsafe { vamr_memlock_limit_pages() };
-        // SAFETY: `capable()` may be called from process context with any capability number.
-        if total as u64 > limit as u64 && !unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) } {
-            return Err(ENOMEM);
+        if total as u64 > limit as u64 {
+            // SAFETY: `capable()` may be called from process context with any capability.
+            let privileged = unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) };
+            if !privileged {
+                return Err(ENOMEM);
+            }
         }
         Ok(charge)
     }
