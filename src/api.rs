@@ -6,12 +6,38 @@
 //! with `EXPORT_SYMBOL_GPL`. A `struct vamr_region *` handed to C is a [`Registration`] in a
 //! `KBox`: destroying it tears the region down. The contract of each function (context,
 //! errors, units) is documented in the header.
+//!
+//! Regions made through this API are also listed in [`DRIVER_REGIONS`], so that a process can
+//! ask (`VAMR_IOC_MR_QUERY`) whether its MR with a given key got VA semantics.
 
 use crate::region::{AtomicOp, Region, Registration};
 use crate::uapi;
 use core::ffi::c_void;
 use kernel::error::from_err_ptr;
+use kernel::mm::Mm;
 use kernel::prelude::*;
+use kernel::sync::Arc;
+
+kernel::sync::global_lock! {
+    // SAFETY: initialized by `init_registry` in module init, before `/dev/vamr` exists and
+    // before any symbol of the API can be called (consumers load after vamr.ko's init).
+    unsafe(uninit) static DRIVER_REGIONS: Mutex<KVec<Arc<Region>>> = KVec::new();
+}
+
+/// Initializes [`DRIVER_REGIONS`]. Called once, from module init.
+pub(crate) fn init_registry() {
+    // SAFETY: called once, at module init, before any use of the lock.
+    unsafe { DRIVER_REGIONS.init() };
+}
+
+/// The driver region of `mm` whose cookie (a driver's MR key) is `key`, if any.
+///
+/// Lock rules of [`DRIVER_REGIONS`]: held only to add, remove or look up an entry; never taken
+/// by the invalidate path, so allocating under it is fine.
+pub(crate) fn find_driver_region(mm: &Mm, key: u32) -> Option<Arc<Region>> {
+    let list = DRIVER_REGIONS.lock();
+    list.iter().find(|r| r.is_of(mm) && r.cookie() == u64::from(key)).cloned()
+}
 
 /// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`Registration`].
 type RawRegion = *mut c_void;
@@ -29,7 +55,7 @@ unsafe fn registration<'a>(region: RawRegion) -> &'a Registration {
 
 /// Registers `[addr, addr + len)` of `current->mm`; see `include/linux/vamr.h`.
 #[no_mangle]
-extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32) -> RawRegion {
+extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32, cookie: u64) -> RawRegion {
     let create = || -> Result<RawRegion> {
         if access & !uapi::ACCESS_KNOWN != 0 {
             return Err(EINVAL);
@@ -37,8 +63,11 @@ extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32) -> RawReg
         let current = kernel::current!();
         let mm = current.mm().ok_or(EFAULT)?;
         let write = access & uapi::ACCESS_WRITE != 0;
-        let reg = Region::register(mm, addr, len, crate::region::Access { write }, 0, None)?;
-        Ok(KBox::into_raw(KBox::new(reg, GFP_KERNEL)?).cast())
+        let reg = Region::register(mm, addr, len, crate::region::Access { write }, cookie, None)?;
+        let region = reg.region();
+        let boxed = KBox::new(reg, GFP_KERNEL)?;
+        DRIVER_REGIONS.lock().push(region, GFP_KERNEL)?;
+        Ok(KBox::into_raw(boxed).cast())
     };
     match create() {
         Ok(p) => p,
@@ -54,7 +83,17 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
         if !p.is_null() {
             // SAFETY: `p` came from `KBox::into_raw` in `vamr_region_create`, and the caller
             // gives up its only reference; dropping the registration tears the region down.
-            drop(unsafe { KBox::from_raw(p.cast::<Registration>()) });
+            let reg = unsafe { KBox::from_raw(p.cast::<Registration>()) };
+            let listed = {
+                let mut list = DRIVER_REGIONS.lock();
+                let region = reg.region();
+                list.iter()
+                    .position(|r| Arc::ptr_eq(r, &region))
+                    .and_then(|i| list.remove(i).ok())
+            };
+            // Teardown sleeps: after the registry lock is released.
+            drop(reg);
+            drop(listed);
         }
     }
 }

@@ -76,6 +76,7 @@ impl MiscDevice for VamrFile {
             uapi::IOC_PREFETCH => me.prefetch(user),
             uapi::IOC_STATS => me.stats(user),
             uapi::IOC_EVENTS_OPEN => me.events_open(user),
+            uapi::IOC_MR_QUERY => me.mr_query(user),
             _ => Err(ENOTTY),
         }
     }
@@ -257,6 +258,25 @@ impl VamrFile {
         req.fd = self.events.open_file(nonblock, cloexec)?;
         // The descriptor is installed; if the reply cannot be written the caller still owns it
         // (as with any fd-returning call whose result copy fails).
+        writer.write(&req)?;
+        Ok(0)
+    }
+
+    /// `VAMR_IOC_MR_QUERY`: a driver's VA-semantics MR of the caller's process, by key.
+    /// Errors: see `struct vamr_mr_query`.
+    fn mr_query(&self, user: UserSlice) -> Result<isize> {
+        let (mut reader, mut writer) = user.reader_writer();
+        let mut req: uapi::MrQuery = reader.read()?;
+        if req.flags != 0 {
+            return Err(EINVAL);
+        }
+        let current = kernel::current!();
+        let mm = current.mm().ok_or(ENOENT)?;
+        let region = crate::api::find_driver_region(mm, req.key).ok_or(ENOENT)?;
+        let (addr, len) = region.range();
+        req.addr = addr as u64;
+        req.len = len as u64;
+        req.counters = region.stats.snapshot();
         writer.write(&req)?;
         Ok(0)
     }

@@ -327,6 +327,21 @@ impl Region {
         }
     }
 
+    /// The registered byte range `(addr, len)`.
+    pub(crate) fn range(&self) -> (usize, usize) {
+        (self.addr, self.len)
+    }
+
+    /// The cookie given at registration.
+    pub(crate) fn cookie(&self) -> u64 {
+        self.cookie
+    }
+
+    /// Whether the region belongs to the address space `mm`.
+    pub(crate) fn is_of(&self, mm: &Mm) -> bool {
+        core::ptr::eq(self.mm.as_raw(), mm.as_raw())
+    }
+
     /// Sets the handle reported in this region's events.
     pub(crate) fn set_handle(&self, handle: u32) {
         self.handle.store(handle, Ordering::Relaxed);

@@ -26,9 +26,11 @@ pub(crate) const FEATURE_ATOMICS: u64 = 1 << 1;
 pub(crate) const FEATURE_PREFETCH: u64 = 1 << 2;
 /// `VAMR_FEATURE_EVENTS`: `VAMR_IOC_EVENTS_OPEN`.
 pub(crate) const FEATURE_EVENTS: u64 = 1 << 3;
+/// `VAMR_FEATURE_MR_QUERY`: `VAMR_IOC_MR_QUERY`.
+pub(crate) const FEATURE_MR_QUERY: u64 = 1 << 4;
 /// Every feature bit this version of the ABI defines (`VAMR_FEATURES_KNOWN`).
 pub(crate) const FEATURES_KNOWN: u64 =
-    FEATURE_REGIONS | FEATURE_ATOMICS | FEATURE_PREFETCH | FEATURE_EVENTS;
+    FEATURE_REGIONS | FEATURE_ATOMICS | FEATURE_PREFETCH | FEATURE_EVENTS | FEATURE_MR_QUERY;
 
 /// `VAMR_ACCESS_READ`.
 pub(crate) const ACCESS_READ: u32 = 1 << 0;
@@ -113,6 +115,8 @@ abi_struct! {
     Event { addr: u64, len: u64, cookie: u64, generation: u64, handle: u32, kind: u32 }
     /// `struct vamr_events_open`.
     EventsOpen { flags: u32, fd: i32 }
+    /// `struct vamr_mr_query`.
+    MrQuery { key: u32, flags: u32, addr: u64, len: u64, counters: Counters }
 }
 
 /// `VAMR_IOC_QUERY`.
@@ -131,6 +135,8 @@ pub(crate) const IOC_PREFETCH: u32 = _IOWR::<Prefetch>(IOCTL_TYPE, 0x05);
 pub(crate) const IOC_STATS: u32 = _IOWR::<Stats>(IOCTL_TYPE, 0x06);
 /// `VAMR_IOC_EVENTS_OPEN`.
 pub(crate) const IOC_EVENTS_OPEN: u32 = _IOWR::<EventsOpen>(IOCTL_TYPE, 0x07);
+/// `VAMR_IOC_MR_QUERY`.
+pub(crate) const IOC_MR_QUERY: u32 = _IOWR::<MrQuery>(IOCTL_TYPE, 0x08);
 
 impl Query {
     /// Answers a `VAMR_IOC_QUERY` request.
@@ -163,8 +169,8 @@ mod tests {
         static vamr_c_features_known: u64;
         static vamr_c_access_known: u32;
         static vamr_c_event_count: u32;
-        static vamr_c_ioc: [u32; 8];
-        static vamr_c_sizes: [u32; 10];
+        static vamr_c_ioc: [u32; 9];
+        static vamr_c_sizes: [u32; 11];
         static vamr_c_offsets: [u32; 6];
     }
 
@@ -196,6 +202,7 @@ mod tests {
             IOC_PREFETCH,
             IOC_STATS,
             IOC_EVENTS_OPEN,
+            IOC_MR_QUERY,
         ];
         assert_eq!(ioc, rust_ioc);
         let rust_sizes = [
@@ -209,6 +216,7 @@ mod tests {
             size_of::<Counters>(),
             size_of::<Event>(),
             size_of::<EventsOpen>(),
+            size_of::<MrQuery>(),
         ];
         for (c, r) in sizes.iter().zip(rust_sizes.iter()) {
             assert_eq!(*c as usize, *r);

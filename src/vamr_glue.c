@@ -19,16 +19,18 @@ const u32 vamr_c_abi_version = VAMR_ABI_VERSION;
 const u64 vamr_c_features_known = VAMR_FEATURES_KNOWN;
 const u32 vamr_c_access_known = VAMR_ACCESS_KNOWN;
 const u32 vamr_c_event_count = VAMR_EVENT_COUNT;
-const u32 vamr_c_ioc[8] = {
+const u32 vamr_c_ioc[9] = {
 	VAMR_IOC_QUERY, VAMR_IOC_REGISTER, VAMR_IOC_UNREGISTER, VAMR_IOC_ACCESS,
 	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS, VAMR_IOC_EVENTS_OPEN,
+	VAMR_IOC_MR_QUERY,
 };
-const u32 vamr_c_sizes[10] = {
+const u32 vamr_c_sizes[11] = {
 	sizeof(struct vamr_query), sizeof(struct vamr_register),
 	sizeof(struct vamr_handle_arg), sizeof(struct vamr_access),
 	sizeof(struct vamr_atomic), sizeof(struct vamr_prefetch),
 	sizeof(struct vamr_stats), sizeof(struct vamr_counters),
 	sizeof(struct vamr_event), sizeof(struct vamr_events_open),
+	sizeof(struct vamr_mr_query),
 };
 const u32 vamr_c_offsets[6] = {
 	offsetof(struct vamr_query, features),
@@ -47,6 +49,11 @@ static_assert(sizeof(struct vamr_atomic) == 40);
 static_assert(sizeof(struct vamr_prefetch) == 32);
 static_assert(sizeof(struct vamr_stats) == 16 + 8 * (10 + VAMR_EVENT_COUNT));
 static_assert(sizeof(struct vamr_event) == 40);
+
+/* The uverbs extension bit must stay in the optional access range. */
+#include <rdma/ib_user_ioctl_verbs.h>
+static_assert(VAMR_ACCESS_VA >= IB_UVERBS_ACCESS_OPTIONAL_FIRST &&
+	      VAMR_ACCESS_VA <= IB_UVERBS_ACCESS_OPTIONAL_LAST);
 
 /*
  * Static inlines of <linux/mmu_notifier.h>, <linux/sched/signal.h> and

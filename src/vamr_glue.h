@@ -34,8 +34,8 @@ extern const u32 vamr_c_abi_version;
 extern const u64 vamr_c_features_known;
 extern const u32 vamr_c_access_known;
 extern const u32 vamr_c_event_count;
-extern const u32 vamr_c_ioc[8];
-extern const u32 vamr_c_sizes[10];
+extern const u32 vamr_c_ioc[9];
+extern const u32 vamr_c_sizes[11];
 extern const u32 vamr_c_offsets[6];
 
 #endif /* _VAMR_GLUE_H */

@@ -87,6 +87,7 @@ struct VamrModule {
 impl kernel::InPlaceModule for VamrModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
+        api::init_registry();
         try_pin_init!(Self {
             _wq: RepinQueue::new()?,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),

@@ -29,6 +29,8 @@ struct vamr_region;
  * @addr: first byte, any alignment.
  * @len: bytes, > 0.
  * @access: VAMR_ACCESS_* (VAMR_ACCESS_WRITE: pin for writing, FOLL_WRITE).
+ * @cookie: the driver's key for the region (rdma_rxe: the MR's lkey), by which
+ *          the owning process finds it with VAMR_IOC_MR_QUERY.
  *
  * Pins what is mapped now (holes stay absent), charges the covering pages to
  * current->mm->pinned_vm against RLIMIT_MEMLOCK unless CAP_IPC_LOCK (as
@@ -39,7 +41,7 @@ struct vamr_region;
  * bits), ERR_PTR(-EFAULT) (beyond TASK_SIZE, or no mm), ERR_PTR(-ENOMEM)
  * (RLIMIT_MEMLOCK, allocation), ERR_PTR(-EINTR) (fatal signal while pinning).
  */
-struct vamr_region *vamr_region_create(unsigned long addr, size_t len, u32 access);
+struct vamr_region *vamr_region_create(unsigned long addr, size_t len, u32 access, u64 cookie);
 
 /**
  * vamr_region_destroy - unregister a region and release it

@@ -102,7 +102,7 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 			ret = -EBUSY;
 			break;
 		}
-		r = vamr_region_create(a.addr, a.len, a.access);
+		r = vamr_region_create(a.addr, a.len, a.access, a.compare);
 		if (IS_ERR(r))
 			ret = PTR_ERR(r);
 		else

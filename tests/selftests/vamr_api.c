@@ -106,6 +106,35 @@ TEST_F(api, copy_follows_the_mapping)
 	munmap(a, len);
 }
 
+/* VAMR_IOC_MR_QUERY finds a driver region of this process by its key, until it is destroyed. */
+TEST_F(api, mr_query_by_key)
+{
+	uint8_t *a = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vamr_api_test_arg x = { .len = PAGE + 7, .access = RW, .compare = 0xabcd12 };
+	struct vamr_mr_query q = { .key = 0xabcd12 };
+	int vfd = vamr_open();
+
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_LE(0, vfd);
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	x.addr = (uintptr_t)a + 3;
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_CREATE, &x));
+	ASSERT_EQ(0, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	EXPECT_EQ((uintptr_t)a + 3, q.addr);
+	EXPECT_EQ(PAGE + 7, q.len);
+	EXPECT_EQ(2u, q.counters.pages_pinned);
+	q.key = 0xabcd13;
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	q.key = 0xabcd12;
+	q.flags = 1;
+	EXPECT_EQ(-EINVAL, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	q.flags = 0;
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	close(vfd);
+	munmap(a, 2 * PAGE);
+}
+
 /* Atomics and prefetch through the API. */
 TEST_F(api, atomics_and_prefetch)
 {

@@ -52,10 +52,22 @@ struct vamr_query {
 /* VAMR_IOC_EVENTS_OPEN: a read()/poll() channel of invalidation records. */
 #define VAMR_FEATURE_EVENTS (1ULL << 3)
 
+/* VAMR_IOC_MR_QUERY: find a driver's VA-semantics MR by key. */
+#define VAMR_FEATURE_MR_QUERY (1ULL << 4)
+
 /* Mask of every feature bit this header defines. */
 #define VAMR_FEATURES_KNOWN \
 	(VAMR_FEATURE_REGIONS | VAMR_FEATURE_ATOMICS | VAMR_FEATURE_PREFETCH | \
-	 VAMR_FEATURE_EVENTS)
+	 VAMR_FEATURE_EVENTS | VAMR_FEATURE_MR_QUERY)
+
+/*
+ * MR access flag of the uverbs extension: ask ibv_reg_mr() for an MR with
+ * virtual-address semantics. It lies in the uverbs optional access range
+ * (IB_UVERBS_ACCESS_OPTIONAL_FIRST..LAST): libibverbs passes it through, the
+ * core accepts it, and a driver that does not know it ignores it and makes a
+ * normal MR. Use VAMR_IOC_MR_QUERY to learn which one you got.
+ */
+#define VAMR_ACCESS_VA (1u << 29)
 
 /* Access bits of a region (struct vamr_register.access). */
 #define VAMR_ACCESS_READ (1u << 0)  /* the region may be read (always implied) */
@@ -253,6 +265,29 @@ struct vamr_events_open {
 	__s32 fd;
 };
 
+/**
+ * struct vamr_mr_query - argument of VAMR_IOC_MR_QUERY
+ * @key: in: the lkey (or rkey) of an MR of the calling process.
+ * @flags: in: must be 0.
+ * @addr: out: first byte of the MR's VA range.
+ * @len: out: bytes.
+ * @counters: out: the region's counters.
+ *
+ * Finds an MR with VA semantics that a driver registered through vamr
+ * (rdma_rxe with VAMR_ACCESS_VA) in the caller's address space, by key.
+ * Any /dev/vamr file can ask. If several devices registered one, the first
+ * found is returned.
+ * Errors: ENOENT (no VA-semantics MR with that key in this process: the MR
+ * is a normal one, or the driver ignored VAMR_ACCESS_VA), EINVAL (flags).
+ */
+struct vamr_mr_query {
+	__u32 key;
+	__u32 flags;
+	__u64 addr;
+	__u64 len;
+	struct vamr_counters counters;
+};
+
 #define VAMR_STATS_GLOBAL 0xffffffffu
 
 /**
@@ -282,5 +317,6 @@ struct vamr_stats {
 #define VAMR_IOC_PREFETCH _IOWR(VAMR_IOCTL_TYPE, 0x05, struct vamr_prefetch)
 #define VAMR_IOC_STATS _IOWR(VAMR_IOCTL_TYPE, 0x06, struct vamr_stats)
 #define VAMR_IOC_EVENTS_OPEN _IOWR(VAMR_IOCTL_TYPE, 0x07, struct vamr_events_open)
+#define VAMR_IOC_MR_QUERY _IOWR(VAMR_IOCTL_TYPE, 0x08, struct vamr_mr_query)
 
 #endif /* _UAPI_MISC_VAMR_H */
