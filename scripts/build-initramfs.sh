@@ -65,7 +65,13 @@ cp -a "$kdir/.modinst/lib/modules/$kver" "$stage/lib/modules/"
 rm -f "$stage/lib/modules/$kver/build" "$stage/lib/modules/$kver/source"
 mkdir -p "$stage/lib/modules/$kver/extra"
 cp "$top/vamr.ko" "$top/tests/kapi/vamr_api_test.ko" "$stage/lib/modules/$kver/extra/"
+# The patched rdma_rxe (scripts/build-rxe.sh) goes to updates/, which modprobe
+# prefers; the stock one stays in kernel/ for comparison (insmod by path).
+mkdir -p "$stage/lib/modules/$kver/updates"
+cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$stage/lib/modules/$kver/updates/"
 depmod -b "$stage" "$kver"
+grep -q '^updates/rdma_rxe.ko:.*extra/vamr.ko' "$stage/lib/modules/$kver/modules.dep" ||
+	die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"
 
 # Test and demo programs with their libraries.
 for t in "$testdir"/* ; do

@@ -17,6 +17,8 @@ log "building vamr.ko against $kdir"
 make -s -C "$top" KDIR="$kdir" modules >&2
 # The test consumer of the in-kernel API, linked against vamr.ko's exports.
 make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" modules >&2
+# rdma_rxe with VA-semantics MRs: KDIR's rxe sources + patches/rxe.
+"$here/build-rxe.sh" "$kdir"
 log "building selftests and examples"
 make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
 make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2

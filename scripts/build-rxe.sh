@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build rdma_rxe with VA-semantics MRs out of tree: take KDIR's own rxe
+# sources, apply patches/rxe/*.patch, and build the module against KDIR,
+# resolving vamr's exported symbols through vamr.ko's Module.symvers.
+#
+# usage: build-rxe.sh KDIR     (vamr.ko must be built first)
+# Output: $VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko, a module that
+# loads in place of the stock rdma_rxe (and needs vamr.ko loaded).
+#
+# For another 7.3 kernel tree: build vamr.ko against it (make KDIR=...), then
+# run this script with that KDIR; the patches apply to the 7.3 rxe sources.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+top=$(cd "$here/.." && pwd)
+
+kdir=$1
+src="$kdir/drivers/infiniband/sw/rxe"
+[ -f "$src/rxe.c" ] || die "$src has no rxe sources: KDIR must be a kernel source tree"
+[ -f "$top/Module.symvers" ] || die "build vamr.ko first (make KDIR=$kdir)"
+
+out="$VAMR_BUILD/rxe"
+rm -rf "$out"
+mkdir -p "$out/drivers/infiniband/sw/rxe"
+cp "$src"/*.c "$src"/*.h "$src/Makefile" "$src/Kconfig" "$out/drivers/infiniband/sw/rxe/"
+for p in "$top"/patches/rxe/*.patch; do
+	patch -d "$out" -p1 --quiet --forward <"$p" >&2 ||
+		die "patches/rxe/$(basename "$p") does not apply to $src"
+done
+make -s -C "$kdir" M="$out/drivers/infiniband/sw/rxe" \
+	KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" KCFLAGS="-I$top/include" modules >&2
+log "patched rdma_rxe: $out/drivers/infiniband/sw/rxe/rdma_rxe.ko"

@@ -1,0 +1,806 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdma_va: one scenario suite over libibverbs on rxe, run in three modes —
+ * a normal pinned MR, an ODP MR (IBV_ACCESS_ON_DEMAND) and a VA MR
+ * (VAMR_ACCESS_VA, the uverbs extension served by the patched rdma_rxe and
+ * vamr). Each scenario changes the mapping under the target MR and then lets
+ * the peer QP WRITE, READ, do ATOMICs or SEND, and classifies what the CPU
+ * sees at the VA:
+ *
+ *   CORRECT  the peer's data is exactly where the CPU looks (or the CPU's data
+ *            is exactly what the peer read)
+ *   STALE    the operation succeeded but went to the old pages: the new
+ *            mapping is untouched (WRITE) or the peer read the old bytes (READ)
+ *   CORRUPT  anything else that completed successfully (wrong bytes)
+ *   WCERR    the work completion reported an error
+ *   REGFAIL  the MR could not be registered
+ *
+ * The VA column must be CORRECT everywhere; the normal and ODP columns are
+ * characterization: each asserts what that kind of MR does today. ODP on
+ * rxe in Linux 7.3 follows the mapping but is CORRUPT almost everywhere for
+ * another reason: __rxe_odp_mr_copy() copies each packet to the start of its
+ * page whatever the offset (position-dependent patterns show it; a uniform
+ * fill would not). Every
+ * result is printed as "# vamr-outcome <scenario> <mode> <op> <OUTCOME>",
+ * which the runner turns into a side-by-side table.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "pattern.h"
+#include "rdma_pair.h"
+#include "vamr_lib.h"
+
+#define PAGE 4096ul
+#define SRC_LEN (8ul << 20)
+#define ACC_REMOTE (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+#define MAX_MRS 8
+
+enum outcome { CORRECT, STALE, CORRUPT, WCERR, REGFAIL, N_OUTCOMES };
+static const char *const outcome_name[] = { "CORRECT", "STALE", "CORRUPT", "WCERR", "REGFAIL" };
+
+enum mode { NORMAL, ODP, VA };
+
+FIXTURE(rdma_va)
+{
+	struct rdma_pair pair;
+	bool open;
+	uint8_t *src, *dst;		/* peer's buffers (normal MRs) */
+	uint8_t *snap;			/* the CPU's bytes before an operation */
+	struct ibv_mr *src_mr, *dst_mr;
+	struct ibv_mr *mrs[MAX_MRS];	/* target MRs, released in teardown */
+	int nr_mrs;
+};
+
+FIXTURE_VARIANT(rdma_va)
+{
+	enum mode mode;
+	const char *name;
+	unsigned int access;
+};
+
+FIXTURE_VARIANT_ADD(rdma_va, normal) { .mode = NORMAL, .name = "normal", .access = 0 };
+FIXTURE_VARIANT_ADD(rdma_va, odp) { .mode = ODP, .name = "odp", .access = IBV_ACCESS_ON_DEMAND };
+FIXTURE_VARIANT_ADD(rdma_va, va) { .mode = VA, .name = "va", .access = VAMR_ACCESS_VA };
+
+FIXTURE_SETUP(rdma_va)
+{
+	const char *dev = rdma_pair_default_dev();
+	int rc = rdma_pair_open(&self->pair, dev);
+
+	if (rc == -ENODEV)
+		SKIP(return, "RDMA device %s not present", dev);
+	ASSERT_EQ(0, rc) TH_LOG("rdma_pair_open: %s", strerror(-rc));
+	self->open = true;
+	self->src = mmap(NULL, SRC_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	self->dst = mmap(NULL, SRC_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->src);
+	self->snap = mmap(NULL, SRC_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->dst);
+	ASSERT_NE(MAP_FAILED, self->snap);
+	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, self->src, SRC_LEN, ACC_REMOTE, &self->src_mr));
+	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, self->dst, SRC_LEN, ACC_REMOTE, &self->dst_mr));
+}
+
+FIXTURE_TEARDOWN(rdma_va)
+{
+	int i;
+
+	for (i = self->nr_mrs - 1; i >= 0; i--)
+		if (self->mrs[i])
+			ibv_dereg_mr(self->mrs[i]);
+	if (self->src_mr)
+		ibv_dereg_mr(self->src_mr);
+	if (self->dst_mr)
+		ibv_dereg_mr(self->dst_mr);
+	if (self->open)
+		rdma_pair_close(&self->pair);
+}
+
+/* Register the target MR in this variant's mode; NULL when registration fails. */
+static struct ibv_mr *reg_target(FIXTURE_DATA(rdma_va) *self,
+				 const FIXTURE_VARIANT(rdma_va) *variant,
+				 void *addr, size_t len)
+{
+	struct ibv_mr *mr = NULL;
+
+	if (self->nr_mrs == MAX_MRS ||
+	    rdma_pair_reg_mr(&self->pair, addr, len, ACC_REMOTE | variant->access, &mr))
+		return NULL;
+	self->mrs[self->nr_mrs++] = mr;
+	return mr;
+}
+
+static uint8_t *map_anon(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int remap_fixed(void *addr, size_t len)
+{
+	return mmap(addr, len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == addr ? 0 : -1;
+}
+
+/*
+ * Peer RDMA WRITE of `len` bytes of pattern `seed` to `to` (a VA inside mr);
+ * classify what the CPU sees at `to` against its bytes before the write.
+ */
+static enum outcome peer_write(FIXTURE_DATA(rdma_va) *self, struct ibv_mr *mr, uint8_t *to,
+			       size_t len, uint64_t seed)
+{
+	int st;
+
+	memcpy(self->snap, to, len);
+	pattern_fill(self->src, len, seed, 0);
+	st = rdma_pair_write_sync(&self->pair, 0, self->src, self->src_mr->lkey,
+				  (uintptr_t)to, mr->rkey, len, 0);
+	if (st != IBV_WC_SUCCESS)
+		return WCERR;
+	if (pattern_check(to, len, seed, 0) == (size_t)-1)
+		return CORRECT;
+	if (!memcmp(to, self->snap, len))
+		return STALE;
+	return CORRUPT;
+}
+
+/*
+ * Peer RDMA READ of `len` bytes at `from`; CORRECT when it returns what the
+ * CPU sees there, STALE when it returns the old pages' bytes (pattern
+ * `old_seed` at offset `old_base`).
+ */
+static enum outcome peer_read(FIXTURE_DATA(rdma_va) *self, struct ibv_mr *mr, uint8_t *from,
+			      size_t len, uint64_t old_seed, size_t old_base)
+{
+	int st;
+
+	memcpy(self->snap, from, len);
+	memset(self->dst, 0, len);
+	st = rdma_pair_read_sync(&self->pair, 0, self->dst, self->dst_mr->lkey,
+				 (uintptr_t)from, mr->rkey, len, 0);
+	if (st != IBV_WC_SUCCESS)
+		return WCERR;
+	if (!memcmp(self->dst, self->snap, len))
+		return CORRECT;
+	if (pattern_check(self->dst, len, old_seed, old_base) == (size_t)-1)
+		return STALE;
+	return CORRUPT;
+}
+
+/* Record an outcome for the table and assert the expected one for this mode. */
+#define OUTCOME(scenario, op, got, exp_normal, exp_odp, exp_va)                         \
+	do {                                                                            \
+		enum outcome vo_exp[] = { exp_normal, exp_odp, exp_va };                 \
+		enum outcome vo_got = (got);                                             \
+		printf("# vamr-outcome %s %s %s %s\n", scenario, variant->name, op,    \
+		       outcome_name[vo_got]);                                            \
+		fflush(stdout);                                                         \
+		EXPECT_EQ(vo_exp[variant->mode], vo_got)                                  \
+			TH_LOG("%s %s: expected %s, got %s", variant->name, op,         \
+			       outcome_name[vo_exp[variant->mode]], outcome_name[vo_got]); \
+	} while (0)
+
+/* munmap + mmap(MAP_FIXED) at the same VA, then WRITE, READ, ATOMIC and SEND. */
+TEST_F(rdma_va, munmap_mmap)
+{
+	size_t len = 16 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+	uint64_t *w, res = 0;
+	struct ibv_wc wc;
+	int st;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 1, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	pattern_fill(a, len, 2, 0);
+
+	OUTCOME("munmap_mmap", "write", peer_write(self, mr, a + 5, 3 * PAGE + 17, 3),
+		STALE, CORRUPT, CORRECT);
+	pattern_fill(a, len, 4, 0);
+	/* A window the write above did not touch: the old pages still hold seed 1. */
+	OUTCOME("munmap_mmap", "read", peer_read(self, mr, a + 8 * PAGE + 9, 2 * PAGE, 1, 8 * PAGE + 9),
+		STALE, CORRUPT, CORRECT);
+
+	/* ATOMIC fetch-add on a word the CPU set in the new mapping. */
+	w = (uint64_t *)(a + 5 * PAGE + 64);
+	*w = 1000;
+	st = rdma_pair_fetch_add_sync(&self->pair, 0, (uint64_t *)self->dst, self->dst_mr->lkey,
+				      (uintptr_t)w, mr->rkey, 7, 0);
+	res = *(uint64_t *)self->dst;
+	OUTCOME("munmap_mmap", "atomic",
+		st != IBV_WC_SUCCESS ? WCERR :
+		(res == 1000 && *w == 1007) ? CORRECT : (*w == 1000 ? STALE : CORRUPT),
+		STALE, CORRECT, CORRECT);
+
+	/* SEND into a receive buffer in the MR. */
+	pattern_fill(self->src, 1000, 5, 0);
+	memset(a + 7 * PAGE, 0, 2 * PAGE);
+	st = rdma_pair_send_recv_sync(&self->pair, 0, self->src, self->src_mr->lkey, 1000,
+				      a + 7 * PAGE + 3000, mr->lkey, 2000, 0, &wc);
+	OUTCOME("munmap_mmap", "send",
+		st != IBV_WC_SUCCESS ? WCERR :
+		pattern_check(a + 7 * PAGE + 3000, 1000, 5, 0) == (size_t)-1 ? CORRECT :
+		(a[7 * PAGE + 3000] == 0 && a[7 * PAGE + 3999] == 0 ? STALE : CORRUPT),
+		STALE, STALE, CORRECT);
+}
+
+/* The same through raw syscalls, 20 times over. */
+TEST_F(rdma_va, raw_syscall_loop)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	enum outcome worst = CORRECT, o;
+	struct ibv_mr *mr;
+	int i;
+
+	ASSERT_NE(NULL, a);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	for (i = 0; i < 20; i++) {
+		ASSERT_EQ(0, syscall(SYS_munmap, a, len));
+		ASSERT_EQ((long)a, syscall(SYS_mmap, a, len, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+		pattern_fill(a, len, 100 + i, 0);
+		o = peer_write(self, mr, a, len, 200 + i);
+		if (o != CORRECT)
+			worst = o;
+	}
+	OUTCOME("raw_syscall_loop", "write", worst, STALE, CORRUPT, CORRECT);
+}
+
+/* MADV_DONTNEED: the CPU sees zero-filled pages, then writes its own data. */
+TEST_F(rdma_va, madv_dontneed)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 10, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, madvise(a, len, MADV_DONTNEED));
+	pattern_fill(a, len, 11, 0);
+	OUTCOME("madv_dontneed", "read", peer_read(self, mr, a, len, 10, 0),
+		STALE, CORRUPT, CORRECT);
+	ASSERT_EQ(0, madvise(a, len, MADV_DONTNEED));
+	memset(a, 0, len);
+	OUTCOME("madv_dontneed", "write", peer_write(self, mr, a, len, 12),
+		STALE, CORRUPT, CORRECT);
+}
+
+/* mremap of another buffer into the range. */
+TEST_F(rdma_va, mremap_into)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len), *b = map_anon(len);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	pattern_fill(a, len, 20, 0);
+	pattern_fill(b, len, 21, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(a, mremap(b, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, a));
+	OUTCOME("mremap_into", "read", peer_read(self, mr, a, len, 20, 0), STALE, CORRUPT, CORRECT);
+	OUTCOME("mremap_into", "write", peer_write(self, mr, a, len, 22), STALE, CORRUPT, CORRECT);
+}
+
+/* A MAP_FIXED overlay of the middle of the range; the write spans all of it. */
+TEST_F(rdma_va, map_fixed_overlay)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, a);
+	memset(a, 0, len);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, remap_fixed(a + 2 * PAGE, 3 * PAGE));
+	/* Normal: the overlaid pages keep the old data (the rest is right): CORRUPT. */
+	OUTCOME("map_fixed_overlay", "write", peer_write(self, mr, a, len, 30),
+		CORRUPT, CORRUPT, CORRECT);
+}
+
+/*
+ * fork: the parent keeps its pages (copy-on-pin for pinned MRs); parent and
+ * child both write; the peer must see the parent's bytes.
+ */
+TEST_F(rdma_va, fork_parent_child_write)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 40, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		pattern_fill(a, len, 41, 0);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	pattern_fill(a, len, 42, 0);
+	OUTCOME("fork", "read", peer_read(self, mr, a, len, 40, 0), CORRECT, CORRUPT, CORRECT);
+	OUTCOME("fork", "write", peer_write(self, mr, a, len, 43), CORRECT, CORRUPT, CORRECT);
+}
+
+/* THP under the MR, split by replacing one 4 KiB page in its middle. */
+TEST_F(rdma_va, thp_split)
+{
+	size_t huge = 2ul << 20;
+	uint8_t *raw = map_anon(2 * huge), *a, *hole;
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, raw);
+	a = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(huge - 1));
+	madvise(a, huge, MADV_HUGEPAGE);
+	pattern_fill(a, huge, 50, 0);
+	mr = reg_target(self, variant, a, huge);
+	ASSERT_NE(NULL, mr);
+	hole = a + 300 * PAGE;
+	ASSERT_EQ(0, munmap(hole, PAGE));
+	ASSERT_EQ(0, remap_fixed(hole, PAGE));
+	pattern_fill(hole - 100, 2 * PAGE + 200, 51, 0);
+	OUTCOME("thp_split", "write", peer_write(self, mr, hole - 100, 2 * PAGE + 200, 52),
+		CORRUPT, CORRUPT, CORRECT);
+	munmap(raw, 2 * huge);
+}
+
+/* memfd MAP_SHARED: seen through a second mapping; then a hole punch. */
+TEST_F(rdma_va, memfd_punch_hole)
+{
+	size_t len = 8 * PAGE;
+	int fd = memfd_create("rdma_va", 0);
+	uint8_t *a, *b;
+	struct ibv_mr *mr;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, len));
+	a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_NE(MAP_FAILED, b);
+	pattern_fill(a, len, 60, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, len));
+	memset(b, 0, len);
+	/* Classify what the other mapping of the file sees. */
+	OUTCOME("memfd_punch_hole", "write",
+		peer_write(self, mr, a, len, 61) == WCERR ? WCERR :
+		pattern_check(b, len, 61, 0) == (size_t)-1 ? CORRECT :
+		(b[0] == 0 && b[len - 1] == 0 ? STALE : CORRUPT),
+		STALE, CORRUPT, CORRECT);
+	munmap(a, len);
+	munmap(b, len);
+	close(fd);
+}
+
+/* Registration over a hole that is mapped later. */
+TEST_F(rdma_va, hole_then_mapped)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, munmap(a + PAGE, 2 * PAGE));
+	mr = reg_target(self, variant, a, len);
+	if (!mr) {
+		OUTCOME("hole_then_mapped", "write", REGFAIL, REGFAIL, CORRUPT, CORRECT);
+		return;
+	}
+	ASSERT_EQ(0, remap_fixed(a + PAGE, 2 * PAGE));
+	memset(a, 0, len);
+	OUTCOME("hole_then_mapped", "write", peer_write(self, mr, a, len, 70),
+		REGFAIL, CORRUPT, CORRECT);
+}
+
+/* No remap: transfers of 1 byte to 4 MiB at odd offsets. */
+TEST_F(rdma_va, sizes_odd_offsets)
+{
+	static const size_t sizes[] = { 1, 7, 4095, 4097, 65537, 1 << 20, (4 << 20) - 3 };
+	size_t len = (4 << 20) + 2 * PAGE, i;
+	uint8_t *a = map_anon(len);
+	enum outcome w = CORRECT, r = CORRECT, o;
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, a);
+	memset(a, 0, len);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t off = 3 + 1000 * i;
+
+		memset(a + off, 0, sizes[i]);
+		o = peer_write(self, mr, a + off, sizes[i], 80 + i);
+		if (o != CORRECT)
+			w = o;
+		pattern_fill(a + off, sizes[i], 90 + i, 0);
+		o = peer_read(self, mr, a + off, sizes[i], 80 + i, 0);
+		if (o != CORRECT)
+			r = o;
+	}
+	OUTCOME("sizes_odd_offsets", "write", w, CORRECT, CORRUPT, CORRECT);
+	OUTCOME("sizes_odd_offsets", "read", r, CORRECT, CORRUPT, CORRECT);
+}
+
+/* Scenarios that only mean something for VA MRs skip in the other modes. */
+#define VA_ONLY()                                                                  \
+	do {                                                                       \
+		if (variant->mode != VA)                                           \
+			SKIP(return, "VA-only scenario");                          \
+	} while (0)
+
+/*
+ * Chunks of 1 KiB (the path MTU, so one packet never spans two chunks): the
+ * first 8 bytes say who wrote the chunk (tag << 32 | id), the rest is a
+ * pattern of that writer at that offset. A chunk is "whole" when it matches
+ * its own header.
+ */
+#define CHUNK 1024ul
+
+static void fill_chunks(uint8_t *p, size_t len, uint32_t tag, uint32_t id)
+{
+	size_t off;
+
+	for (off = 0; off < len; off += CHUNK) {
+		uint64_t hdr = (uint64_t)tag << 32 | id;
+
+		memcpy(p + off, &hdr, 8);
+		pattern_fill(p + off + 8, CHUNK - 8, hdr, off % PAGE);
+	}
+}
+
+/* Offset of the first chunk that is not whole, or -1. */
+static long check_chunks(const uint8_t *p, size_t len)
+{
+	size_t off;
+
+	for (off = 0; off < len; off += CHUNK) {
+		uint64_t hdr;
+
+		memcpy(&hdr, p + off, 8);
+		if (pattern_check(p + off + 8, CHUNK - 8, hdr, off % PAGE) != (size_t)-1)
+			return off;
+	}
+	return -1;
+}
+
+struct remapper {
+	uint8_t *target;
+	size_t len;
+	volatile int stop;
+	int replaced;
+};
+
+/* Replace the target range atomically, again and again, with fresh pages. */
+static void *remap_loop(void *arg)
+{
+	struct remapper *r = arg;
+	uint32_t g = 1;
+
+	while (!r->stop) {
+		uint8_t *n = map_anon(r->len);
+
+		if (!n)
+			break;
+		fill_chunks(n, r->len, 0x6e6e, g++);
+		if (mremap(n, r->len, r->len, MREMAP_MAYMOVE | MREMAP_FIXED, r->target) != r->target)
+			break;
+		r->replaced++;
+	}
+	return NULL;
+}
+
+/*
+ * Writes racing with remaps in another thread: every write completes, with
+ * success or an error, and every 1 KiB chunk of the range is whole — a
+ * generation page of the remapper or one of the writes — never torn or
+ * garbage.
+ */
+TEST_F(rdma_va, write_races_remap)
+{
+	size_t len = 16 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct remapper r = { .target = a, .len = len };
+	struct ibv_mr *mr;
+	pthread_t t;
+	int i, ok = 0, err = 0;
+	long bad;
+
+	VA_ONLY();
+	ASSERT_NE(NULL, a);
+	fill_chunks(a, len, 0x6e6e, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, pthread_create(&t, NULL, remap_loop, &r));
+	for (i = 0; i < 100; i++) {
+		int st;
+
+		fill_chunks(self->src, len, 0x7777, i);
+		st = rdma_pair_write_sync(&self->pair, 0, self->src, self->src_mr->lkey,
+					  (uintptr_t)a, mr->rkey, len, 0);
+		if (st == IBV_WC_SUCCESS) {
+			ok++;
+		} else {
+			ASSERT_LE(0, st) TH_LOG("no completion: %s", strerror(-st));
+			err++;
+			ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+		}
+	}
+	r.stop = 1;
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	bad = check_chunks(a, len);
+	ASSERT_EQ(-1, bad) TH_LOG("chunk at offset %ld is torn or garbage", bad);
+	TH_LOG("%d writes ok, %d with error completions, %d remaps", ok, err, r.replaced);
+	ASSERT_LT(0, ok);
+	ASSERT_LT(0, r.replaced);
+	OUTCOME("write_races_remap", "write", CORRECT, CORRECT, CORRECT, CORRECT);
+}
+
+/* Nothing mapped at the VA: remote access error; then the QP recovers. */
+TEST_F(rdma_va, unmapped_va_error_and_recover)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int st;
+
+	ASSERT_NE(NULL, a);
+	memset(a, 0, len);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, munmap(a, len));
+	pattern_fill(self->src, len, 90, 0);
+	ASSERT_EQ(0, rdma_pair_post_write(&self->pair, 0, 1, self->src, self->src_mr->lkey,
+					  (uintptr_t)a, mr->rkey, len));
+	st = rdma_pair_wait_send(&self->pair, 0, 0, &wc);
+	ASSERT_LE(0, st);
+	OUTCOME("unmapped_va", "write",
+		st == IBV_WC_SUCCESS ? STALE : WCERR, STALE, WCERR, WCERR);
+	if (variant->mode == VA)
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st) TH_LOG("status %s", ibv_wc_status_str(st));
+	if (st != IBV_WC_SUCCESS)
+		ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	memset(a, 0, len);
+	OUTCOME("unmapped_va", "write_after_recover", peer_write(self, mr, a, len, 91),
+		STALE, CORRUPT, CORRECT);
+}
+
+/* ibv_reg_mr_iova(): iova != addr, then a remap. */
+TEST_F(rdma_va, reg_mr_iova)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	uint64_t iova = 0x40000000ull;
+	struct ibv_mr *mr;
+	int st;
+
+	ASSERT_NE(NULL, a);
+	memset(a, 0, len);
+	mr = ibv_reg_mr_iova2(self->pair.pd, a, len, iova, ACC_REMOTE | variant->access);
+	ASSERT_NE(NULL, mr);
+	self->mrs[self->nr_mrs++] = mr;
+	pattern_fill(self->src, 3 * PAGE, 92, 0);
+	st = rdma_pair_write_sync(&self->pair, 0, self->src, self->src_mr->lkey,
+				  iova + PAGE + 7, mr->rkey, 3 * PAGE, 0);
+	OUTCOME("reg_mr_iova", "write",
+		st != IBV_WC_SUCCESS ? WCERR :
+		pattern_check(a + PAGE + 7, 3 * PAGE, 92, 0) == (size_t)-1 ? CORRECT : CORRUPT,
+		CORRECT, WCERR, CORRECT);
+	if (st != IBV_WC_SUCCESS)
+		ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	memset(a, 0, len);
+	st = rdma_pair_write_sync(&self->pair, 0, self->src, self->src_mr->lkey,
+				  iova + PAGE + 7, mr->rkey, 3 * PAGE, 0);
+	OUTCOME("reg_mr_iova", "write_after_remap",
+		st != IBV_WC_SUCCESS ? WCERR :
+		pattern_check(a + PAGE + 7, 3 * PAGE, 92, 0) == (size_t)-1 ? CORRECT :
+		(a[PAGE + 7] == 0 && a[4 * PAGE + 6] == 0 ? STALE : CORRUPT),
+		STALE, WCERR, CORRECT);
+}
+
+/* VAMR_IOC_MR_QUERY tells a VA MR from the others. */
+TEST_F(rdma_va, mr_query)
+{
+	size_t len = 2 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_mr_query q = { 0 };
+	struct ibv_mr *mr;
+	int fd = vamr_open(), ret;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_LE(0, fd);
+	mr = reg_target(self, variant, a + 1, len - 1);
+	ASSERT_NE(NULL, mr);
+	q.key = mr->lkey;
+	ret = vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q);
+	if (variant->mode == VA) {
+		ASSERT_EQ(0, ret);
+		EXPECT_EQ((uintptr_t)a + 1, q.addr);
+		EXPECT_EQ(len - 1, q.len);
+		EXPECT_EQ(2u, q.counters.pages_pinned);
+	} else {
+		EXPECT_EQ(-ENOENT, ret);
+	}
+	close(fd);
+}
+
+/* VA semantics and ODP together are refused. */
+TEST_F(rdma_va, va_with_odp_refused)
+{
+	uint8_t *a = map_anon(PAGE);
+	struct ibv_mr *mr;
+
+	VA_ONLY();
+	ASSERT_NE(NULL, a);
+	mr = ibv_reg_mr(self->pair.pd, a, PAGE, ACC_REMOTE | VAMR_ACCESS_VA | IBV_ACCESS_ON_DEMAND);
+	EXPECT_EQ(NULL, mr);
+	EXPECT_EQ(EINVAL, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+}
+
+/*
+ * The uverbs ADVISE_MR command, as a provider issues it. rdma-core 44's rxe
+ * provider (Debian 12) does not implement ibv_advise_mr() and answers
+ * EOPNOTSUPP in user space; newer providers send exactly this command.
+ * Exported by libibverbs for providers (IBVERBS_PRIVATE_34).
+ */
+int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		      struct ibv_sge *sg_list, uint32_t num_sge);
+
+static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		     struct ibv_sge *sge, uint32_t n)
+{
+	int ret = ibv_advise_mr(pd, advice, flags, sge, n);
+
+	if (ret == EOPNOTSUPP)
+		ret = ibv_cmd_advise_mr(pd, advice, flags, sge, n);
+	return ret;
+}
+
+/* ibv_advise_mr() prefetch after a remap: the first RDMA access pins nothing. */
+TEST_F(rdma_va, advise_prefetch)
+{
+	size_t len = 8 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_mr_query q0 = { 0 }, q1 = { 0 }, q2 = { 0 };
+	struct ibv_sge sge;
+	struct ibv_mr *mr;
+	int fd = vamr_open();
+
+	VA_ONLY();
+	ASSERT_NE(NULL, a);
+	ASSERT_LE(0, fd);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	memset(a, 0, len);
+	q0.key = q1.key = q2.key = mr->lkey;
+	ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q0));
+	EXPECT_EQ(0u, q0.counters.pages_pinned);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)a, .length = len, .lkey = mr->lkey };
+	ASSERT_EQ(0, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			       IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1));
+	ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q1));
+	EXPECT_EQ(8u, q1.counters.pages_pinned);
+	OUTCOME("advise_prefetch", "write", peer_write(self, mr, a, len, 93),
+		CORRECT, CORRECT, CORRECT);
+	ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q2));
+	EXPECT_EQ(q1.counters.ondemand_repins, q2.counters.ondemand_repins)
+		TH_LOG("the write pinned pages on demand after the prefetch");
+	EXPECT_EQ(0u, q2.counters.access_faults);
+	close(fd);
+}
+
+/* Deregistration while writes are queued: completions end, nothing leaks. */
+TEST_F(rdma_va, dereg_with_traffic_queued)
+{
+	size_t len = 64 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_stats g0, g1;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int fd = vamr_open(), i, posted = 0, done = 0, st;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, vamr_stats(fd, VAMR_STATS_GLOBAL, &g0));
+	memset(a, 0, len);
+	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, a, len, ACC_REMOTE | variant->access, &mr));
+	pattern_fill(self->src, len, 94, 0);
+	for (i = 0; i < 16; i++)
+		if (!rdma_pair_post_write(&self->pair, 0, i, self->src, self->src_mr->lkey,
+					  (uintptr_t)a, mr->rkey, len))
+			posted++;
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	for (i = 0; i < posted; i++) {
+		st = rdma_pair_wait_send(&self->pair, 0, 5000, &wc);
+		if (st < 0)
+			break;
+		done++;
+		if (st != IBV_WC_SUCCESS)
+			break;	/* the rest is flushed with errors */
+	}
+	ASSERT_LT(0, done) TH_LOG("no completion after dereg");
+	ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+	ASSERT_EQ(0, vamr_stats(fd, VAMR_STATS_GLOBAL, &g1));
+	EXPECT_EQ(g0.counters.regions, g1.counters.regions);
+	EXPECT_EQ(g0.counters.pages_pinned, g1.counters.pages_pinned);
+	close(fd);
+}
+
+/* A process that exits with live VA MRs leaves nothing pinned. */
+TEST_F(rdma_va, exit_with_live_mrs)
+{
+	struct vamr_stats g0, g1;
+	int fd = vamr_open(), status, i;
+	pid_t pid;
+
+	VA_ONLY();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, vamr_stats(fd, VAMR_STATS_GLOBAL, &g0));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct rdma_pair p;
+		struct ibv_mr *mr;
+		uint8_t *b = map_anon(32 * PAGE);
+
+		if (!b || rdma_pair_open(&p, NULL))
+			_exit(1);
+		memset(b, 1, 32 * PAGE);
+		for (i = 0; i < 3; i++)
+			if (rdma_pair_reg_mr(&p, b + i * 8 * PAGE, 8 * PAGE,
+					     ACC_REMOTE | VAMR_ACCESS_VA, &mr))
+				_exit(2);
+		_exit(0);	/* no dereg, no close */
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, status);
+	for (i = 0; i < 200; i++) {
+		ASSERT_EQ(0, vamr_stats(fd, VAMR_STATS_GLOBAL, &g1));
+		if (g1.counters.regions == g0.counters.regions &&
+		    g1.counters.pages_pinned == g0.counters.pages_pinned)
+			break;
+		usleep(10000);
+	}
+	EXPECT_EQ(g0.counters.regions, g1.counters.regions);
+	EXPECT_EQ(g0.counters.pages_pinned, g1.counters.pages_pinned);
+	close(fd);
+}
+
+TEST_HARNESS_MAIN
