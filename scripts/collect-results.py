@@ -98,10 +98,30 @@ def tap_results(lines, kind):
     return out
 
 
+def outcome_table(results):
+    """The three-mode table of tests/selftests/rdma_va.c, from its
+    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None."""
+    modes = ["normal", "odp", "va"]
+    rows = {}
+    for line in results.splitlines():
+        m = re.match(r"^# vamr-outcome (\S+) (\S+) (\S+) (\S+)$", line.strip())
+        if m:
+            scenario, mode, op, outcome = m.groups()
+            rows.setdefault((scenario, op), {})[mode] = outcome
+    if not rows:
+        return None
+    w = max(len(f"{s} {o}") for s, o in rows) + 2
+    out = ["", "RDMA over a remapped MR, by MR kind (rdma_va; VA: CORRECT, or WCERR where nothing is mapped):",
+           f"{'scenario':<{w}}" + "".join(f"{m:<10}" for m in modes)]
+    for (scenario, op), by_mode in rows.items():
+        out.append(f"{scenario + ' ' + op:<{w}}" + "".join(f"{by_mode.get(m, '-'):<10}" for m in modes))
+    return "\n".join(out) + "\n"
+
+
 def main():
     logdir = sys.argv[1]
     try:
-        results = open(f"{logdir}/results.log", errors="replace").read()
+        results = open(f"{logdir}/results.log", errors="replace").read().replace("\r", "")
     except FileNotFoundError:
         results = ""
     try:
@@ -150,6 +170,9 @@ def main():
         print(f"FAIL  guest: {b}")
         failed += 1
 
+    table = outcome_table(results)
+    if table:
+        print(table)
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(0 if failed == 0 else 1)
 
