@@ -731,7 +731,7 @@ static int qp_to_err(struct ibv_qp *qp)
 }
 
 /* One attempt of rdma_pair_recover(). */
-static int recover_once(struct rdma_pair *p)
+static int recover_once(struct rdma_pair *p, int attempt)
 {
 	int rc, i;
 
@@ -745,7 +745,8 @@ static int recover_once(struct rdma_pair *p)
 		if (rc)
 			return rc;
 	}
-	sleep_ns(10 * 1000000L);
+	/* Longer on every attempt: under load (TCG) rxe's task can lag behind. */
+	sleep_ns((attempt + 1) * 10 * 1000000L);
 	for (i = 0; i < 2; i++) {
 		rc = qp_to_reset(p->qp[i]);
 		if (rc)
@@ -775,8 +776,8 @@ int rdma_pair_recover(struct rdma_pair *p)
 
 	if (!side_ok(p, 0) || !side_ok(p, 1))
 		return -EINVAL;
-	for (attempt = 0; attempt < 3; attempt++) {
-		rc = recover_once(p);
+	for (attempt = 0; attempt < 10; attempt++) {
+		rc = recover_once(p, attempt);
 		if (!rc)
 			break;
 	}

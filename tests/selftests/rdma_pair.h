@@ -190,8 +190,8 @@ int rdma_pair_wait_qp_state(struct rdma_pair *p, int side,
  * Bring both QPs back after an error (or to abandon stuck WRs): ERR, then
  * RESET both, discard everything left in the CQs, then INIT -> RTR -> RTS
  * connected to each other again, with fresh PSNs.  Posted-but-uncompleted
- * WRs are lost.  Retried up to 3 times if a late provider-side error
- * transition races with it.  Returns 0 or -errno.
+ * WRs are lost.  Retried up to 10 times, waiting longer each time, if a
+ * late provider-side error transition races with it.  Returns 0 or -errno.
  */
 int rdma_pair_recover(struct rdma_pair *p);
 
