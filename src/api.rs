@@ -63,7 +63,8 @@ extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32, cookie: u
         let current = kernel::current!();
         let mm = current.mm().ok_or(EFAULT)?;
         let write = access & uapi::ACCESS_WRITE != 0;
-        let reg = Region::register(mm, addr, len, crate::region::Access { write }, cookie, None)?;
+        let access = crate::region::Access { write };
+        let reg = Region::register(mm, addr, len, access, cookie, 0, None)?;
         let region = reg.region();
         let boxed = KBox::new(reg, GFP_KERNEL)?;
         DRIVER_REGIONS.lock().push(region, GFP_KERNEL)?;
@@ -101,7 +102,7 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
 /// Copies from a region into a kernel buffer; see `include/linux/vamr.h`.
 #[no_mangle]
 extern "C" fn vamr_region_read(region: RawRegion, addr: usize, buf: *mut u8, len: usize) -> i32 {
-    if buf.is_null() || len == 0 {
+    if buf.is_null() || len == 0 || len > isize::MAX as usize {
         return EINVAL.to_errno();
     }
     // SAFETY: the caller passes a live region and a kernel buffer valid for writing `len` bytes
@@ -121,7 +122,7 @@ extern "C" fn vamr_region_read(region: RawRegion, addr: usize, buf: *mut u8, len
 /// Copies a kernel buffer into a region; see `include/linux/vamr.h`.
 #[no_mangle]
 extern "C" fn vamr_region_write(region: RawRegion, addr: usize, buf: *const u8, len: usize) -> i32 {
-    if buf.is_null() || len == 0 {
+    if buf.is_null() || len == 0 || len > isize::MAX as usize {
         return EINVAL.to_errno();
     }
     // SAFETY: the caller passes a live region and a kernel buffer valid for reading `len` bytes

@@ -23,6 +23,16 @@ use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader};
 /// Most regions one open file may hold.
 const MAX_REGIONS: usize = 1 << 16;
 
+/// An entry of a file's region table; the index is the handle.
+enum Slot {
+    /// A free handle.
+    Free,
+    /// Taken by a `VAMR_IOC_REGISTER` in progress (so its events carry the handle already).
+    Reserved,
+    /// A registered region.
+    Live(Registration),
+}
+
 /// State of one open file of `/dev/vamr`.
 ///
 /// # Invariants
@@ -32,12 +42,11 @@ const MAX_REGIONS: usize = 1 << 16;
 pub(crate) struct VamrFile {
     /// The opener's address space (`mmgrab`).
     mm: ARef<Mm>,
-    /// Regions by handle (the index); `None` is a free handle. Lock rules: held only to look
-    /// up, insert or take out an entry; never across pinning, copies or region teardown (those
-    /// sleep and take the region lock). Allocating under it is fine: the invalidate path never
-    /// takes it.
+    /// Regions by handle (the index). Lock rules: held only to look up, reserve, insert or
+    /// take out an entry; never across pinning, copies or region teardown (those sleep and take
+    /// the region lock). Allocating under it is fine: the invalidate path never takes it.
     #[pin]
-    regions: Mutex<KVec<Option<Registration>>>,
+    regions: Mutex<KVec<Slot>>,
     /// Invalidation records of this file's regions (read through events files).
     events: Arc<EventQueue>,
 }
@@ -95,7 +104,7 @@ impl VamrFile {
     fn lookup(&self, handle: u32) -> Result<Arc<Region>> {
         let regions = self.regions.lock();
         match regions.get(handle as usize) {
-            Some(Some(reg)) => Ok(reg.region()),
+            Some(Slot::Live(reg)) => Ok(reg.region()),
             _ => Err(ENOENT),
         }
     }
@@ -123,58 +132,54 @@ impl VamrFile {
         let access = region::Access {
             write: req.access & uapi::ACCESS_WRITE != 0,
         };
-        let reg = Region::register(mm, addr, len, access, req.cookie, Some(self.events.clone()))?;
-
-        let handle = {
-            let mut regions = self.regions.lock();
-            let handle = match regions.iter().position(|r| r.is_none()) {
-                Some(free) => {
-                    regions[free] = Some(reg);
-                    free
-                }
-                None if regions.len() < MAX_REGIONS => {
-                    if let Err(e) = regions.reserve(1, GFP_KERNEL) {
-                        drop(regions);
-                        drop(reg);
-                        return Err(e.into());
-                    }
-                    // Cannot fail: room was reserved.
-                    let _ = regions.push_within_capacity(Some(reg));
-                    regions.len() - 1
-                }
-                None => {
-                    drop(regions);
-                    drop(reg);
-                    return Err(ENOSPC);
-                }
-            };
-            handle
-        };
+        let handle = self.reserve_handle()?;
         req.handle = handle as u32;
-        if let Some(Some(reg)) = self.regions.lock().get(handle) {
-            reg.set_handle(req.handle);
+        let events = Some(self.events.clone());
+        let reg = Region::register(mm, addr, len, access, req.cookie, req.handle, events);
+        // Publish the handle before the region: if the caller cannot learn it, nothing else
+        // can have used it (the slot is reserved), so undoing is simple.
+        let result = reg.and_then(|reg| writer.write(&req).map(|()| reg));
+        let mut regions = self.regions.lock();
+        match result {
+            Ok(reg) => {
+                regions[handle] = Slot::Live(reg);
+                Ok(0)
+            }
+            Err(e) => {
+                regions[handle] = Slot::Free;
+                Err(e)
+            }
         }
-        if let Err(e) = writer.write(&req) {
-            // The caller cannot learn the handle: undo.
-            let reg = self.regions.lock()[handle].take();
-            drop(reg);
-            return Err(e);
+        // On error the registration (if any) was dropped, and torn down, before the lock.
+    }
+
+    /// Reserves a free handle. Errors: `ENOSPC` past [`MAX_REGIONS`], `ENOMEM`.
+    fn reserve_handle(&self) -> Result<usize> {
+        let mut regions = self.regions.lock();
+        if let Some(free) = regions.iter().position(|r| matches!(r, Slot::Free)) {
+            regions[free] = Slot::Reserved;
+            return Ok(free);
         }
-        Ok(0)
+        if regions.len() >= MAX_REGIONS {
+            return Err(ENOSPC);
+        }
+        regions.push(Slot::Reserved, GFP_KERNEL)?;
+        Ok(regions.len() - 1)
     }
 
     /// `VAMR_IOC_UNREGISTER`. Tears the region down (unpins everything, returns the
-    /// `pinned_vm` charge). Errors: `ENOENT`, `EINVAL` (flags), `EFAULT`.
+    /// `pinned_vm` charge). Errors: `ENOENT`, `EINVAL` (flags), `EFAULT`, `EPERM` (other mm).
     fn unregister(&self, user: UserSlice) -> Result<isize> {
         let req: uapi::HandleArg = user.reader().read()?;
         if req.flags != 0 {
             return Err(EINVAL);
         }
+        self.check_mm()?;
         let reg = {
             let mut regions = self.regions.lock();
             match regions.get_mut(req.handle as usize) {
-                Some(slot) => slot.take().ok_or(ENOENT)?,
-                None => return Err(ENOENT),
+                Some(slot @ Slot::Live(_)) => core::mem::replace(slot, Slot::Free),
+                _ => return Err(ENOENT),
             }
         };
         // Teardown sleeps: outside the table lock.
@@ -195,7 +200,8 @@ impl VamrFile {
         let region = self.lookup(req.handle)?;
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
-        let buf = UserSlice::new(UserPtr::from_addr(req.buf as usize), len);
+        let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
+        let buf = UserSlice::new(UserPtr::from_addr(buf), len);
         match dir {
             Dir::Read => {
                 let mut writer = buf.writer();
@@ -255,10 +261,12 @@ impl VamrFile {
         }
         let nonblock = req.flags & uapi::EVENTS_NONBLOCK != 0;
         let cloexec = req.flags & uapi::EVENTS_CLOEXEC != 0;
-        req.fd = self.events.open_file(nonblock, cloexec)?;
-        // The descriptor is installed; if the reply cannot be written the caller still owns it
-        // (as with any fd-returning call whose result copy fails).
-        writer.write(&req)?;
+        // The reply goes out before the descriptor is installed: a caller that cannot learn
+        // the descriptor gets no file.
+        self.events.open_file(nonblock, cloexec, |fd| {
+            req.fd = fd;
+            writer.write(&req)
+        })?;
         Ok(0)
     }
 

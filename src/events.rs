@@ -28,7 +28,10 @@ const READ_BATCH: usize = 16;
 // Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn vamr_events_getfd(queue: *mut c_void, nonblock: bool, cloexec: bool) -> i32;
+    fn vamr_events_file(queue: *mut c_void, nonblock: bool, cloexec: bool, fd: *mut i32)
+        -> *mut bindings::file;
+    fn vamr_events_install(fd: i32, file: *mut bindings::file);
+    fn vamr_events_discard(fd: i32, file: *mut bindings::file);
 }
 
 /// The ring. `records` has `QUEUE_RECORDS` entries; the queued ones are `len` entries from
@@ -118,19 +121,36 @@ impl EventQueue {
         ring.len == 0 && ring.lost == 0
     }
 
-    /// Opens an events file reading this queue; returns its file descriptor.
-    /// Errors: `EMFILE`, `ENFILE`, `ENOMEM`. Process context, may sleep.
-    pub(crate) fn open_file(self: &Arc<Self>, nonblock: bool, cloexec: bool) -> Result<i32> {
+    /// Opens an events file reading this queue: reserves a descriptor, creates the file, calls
+    /// `publish(fd)` (which tells the caller the descriptor) and installs the file only if that
+    /// succeeded. Errors: those of `publish`, `EMFILE`, `ENFILE`, `ENOMEM`. Process context, may
+    /// sleep.
+    pub(crate) fn open_file(
+        self: &Arc<Self>,
+        nonblock: bool,
+        cloexec: bool,
+        publish: impl FnOnce(i32) -> Result,
+    ) -> Result {
         let raw = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
-        // SAFETY: `raw` is a counted reference, owned by the new file from here on and dropped
-        // by its release (`vamr_events_release`).
-        let fd = unsafe { vamr_events_getfd(raw, nonblock, cloexec) };
-        if fd < 0 {
-            // SAFETY: no file was created, so the reference is still ours: take it back.
+        let mut fd = -1;
+        // SAFETY: `raw` is a counted reference; on success the new file owns it (dropped by
+        // `vamr_events_release`), on failure it is still ours. `fd` is a valid out pointer.
+        let file = unsafe { vamr_events_file(raw, nonblock, cloexec, &mut fd) };
+        if let Err(e) = kernel::error::from_err_ptr(file) {
+            // SAFETY: no file was created: take the reference back.
             drop(unsafe { Arc::from_raw(raw.cast::<EventQueue>()) });
-            return Err(Error::from_errno(fd));
+            return Err(e);
         }
-        Ok(fd)
+        match publish(fd) {
+            // SAFETY: `fd` and `file` come from `vamr_events_file` and are used once.
+            Ok(()) => unsafe { vamr_events_install(fd, file) },
+            Err(e) => {
+                // SAFETY: as above; dropping the file releases the queue reference.
+                unsafe { vamr_events_discard(fd, file) };
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 

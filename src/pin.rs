@@ -8,18 +8,20 @@
 
 use core::ptr::NonNull;
 use kernel::bindings;
+use kernel::mm::virt::VmaRef;
 use kernel::mm::MmWithUser;
-use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
-/// Most pages pinned by one `pin_user_pages_remote()` call; bounds the temporary array to 4 KiB.
-const PIN_BATCH: usize = 512;
+/// Most pages pinned by one [`pin_user_range`] call: bounds the temporary arrays (4 KiB of page
+/// pointers, 8 KiB of pins) and the work lost when an invalidation races with a pin round.
+pub(crate) const PIN_BATCH: usize = 512;
 
 /// One user page pinned with `FOLL_PIN | FOLL_LONGTERM`.
 ///
 /// # Invariants
 ///
-/// `page` holds one `FOLL_PIN` reference owned by this value, released exactly once in `Drop`.
+/// `page` holds one `FOLL_PIN` reference owned by this value, released exactly once, by `Drop`
+/// or by [`PinnedPage::release_in_invalidation`].
 pub(crate) struct PinnedPage {
     page: NonNull<bindings::page>,
     /// Mark the page dirty before unpinning (the pin allowed writes).
@@ -37,33 +39,43 @@ impl PinnedPage {
     pub(crate) fn as_ptr(&self) -> *mut bindings::page {
         self.page.as_ptr()
     }
-}
 
-impl Drop for PinnedPage {
-    /// Dirties (when the pin allowed writes) and unpins the page. Does not sleep: it uses
-    /// `set_page_dirty()` rather than `set_page_dirty_lock()` because invalidations can arrive
-    /// with the folio locked (truncate); like `ib_umem_odp_unmap_dma_pages()`, we rely on our own
-    /// lock, which the invalidation holds, to keep the mapping from being torn down meanwhile.
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant `page` holds our pin, released only here.
+    /// Unpins from inside an invalidate callback, without sleeping: dirties with
+    /// `set_page_dirty()`, not `set_page_dirty_lock()`, because invalidations can arrive with the
+    /// folio locked (truncate). As in `ib_umem_odp_unmap_dma_pages()`, the mapping cannot be torn
+    /// down meanwhile: the invalidation that is running is what would tear it down.
+    pub(crate) fn release_in_invalidation(self) {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: by the type invariant `page` holds our pin; `ManuallyDrop` keeps `Drop` from
+        // releasing it a second time.
         unsafe {
-            if self.dirty {
-                bindings::set_page_dirty(self.page.as_ptr());
+            if this.dirty {
+                bindings::set_page_dirty(this.page.as_ptr());
             }
-            bindings::unpin_user_page(self.page.as_ptr());
+            bindings::unpin_user_page(this.page.as_ptr());
         }
     }
 }
 
-/// Pins the pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order, appending them to
-/// `out`, and stops at the first page that cannot be pinned.
+impl Drop for PinnedPage {
+    /// Dirties (when the pin allowed writes) and unpins the page, outside invalidations: may
+    /// sleep on the folio lock (`unpin_user_pages_dirty_lock()`), so no spinlock and no region
+    /// lock may be held.
+    fn drop(&mut self) {
+        let mut page = self.page.as_ptr();
+        // SAFETY: by the type invariant `page` holds our pin, released only here; the array has
+        // exactly one entry.
+        unsafe { bindings::unpin_user_pages_dirty_lock(&mut page, 1, self.dirty) };
+    }
+}
+
+/// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
+/// and stops at the first page that cannot be pinned. `start` must be page aligned and
+/// `npages > 0`. `write` asks for `FOLL_WRITE` (breaking COW, failing on read-only mappings).
 ///
-/// `start` must be page aligned. `write` asks for `FOLL_WRITE` (breaking COW, and failing on
-/// read-only mappings). Returns the number of pages pinned (`< npages` when it stopped early).
-///
-/// Errors: `ENOMEM` (no memory for the array or `out`), and when the very first page fails, the
-/// error of `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, or the protection
-/// forbids the access), `ENOMEM`, `EINTR`, ... Context: process or work item, may sleep; takes
+/// Returns the pins (at least one). Errors: when the first page fails, the error of
+/// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, or the protection forbids the
+/// access), `ENOMEM`, `EINTR`, `EHWPOISON`, ... Context: process or work item, may sleep; takes
 /// `mmap_lock` for reading. Must not be called with a region lock held: the pin can fault and
 /// trigger invalidations of the region.
 pub(crate) fn pin_user_range(
@@ -71,70 +83,73 @@ pub(crate) fn pin_user_range(
     start: usize,
     npages: usize,
     write: bool,
-    out: &mut KVec<PinnedPage>,
-) -> Result<usize> {
+) -> Result<KVec<PinnedPage>> {
     let mut flags = bindings::FOLL_LONGTERM;
     if write {
         flags |= bindings::FOLL_WRITE;
     }
-    let mut raw: KVec<*mut bindings::page> =
-        KVec::with_capacity(npages.min(PIN_BATCH), GFP_KERNEL)?;
-    out.reserve(npages, GFP_KERNEL)?;
-    let mut done = 0;
-    while done < npages {
-        let batch = (npages - done).min(PIN_BATCH);
-        let addr = start + done * PAGE_SIZE;
-        let ret = {
-            let _mmap = mm.mmap_read_lock();
-            // SAFETY: `mm` has a user reference (`MmWithUser`) and its mmap lock is held for
-            // reading; `raw` has room for `batch` pointers; `locked` is NULL, so GUP keeps the
-            // lock held and never drops it.
-            unsafe {
-                bindings::pin_user_pages_remote(
-                    mm.as_raw(),
-                    addr,
-                    batch,
-                    flags,
-                    raw.as_mut_ptr(),
-                    core::ptr::null_mut(),
-                )
-            }
+    let batch = npages.min(PIN_BATCH);
+    let mut raw: KVec<*mut bindings::page> = KVec::with_capacity(batch, GFP_KERNEL)?;
+    let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL)?;
+    let ret = {
+        let _mmap = mm.mmap_read_lock();
+        // SAFETY: `mm` has a user reference (`MmWithUser`) and its mmap lock is held for reading;
+        // `raw` has room for `batch` pointers; `locked` is NULL, so GUP keeps the lock held.
+        unsafe {
+            bindings::pin_user_pages_remote(
+                mm.as_raw(),
+                start,
+                batch,
+                flags,
+                raw.as_mut_ptr(),
+                core::ptr::null_mut(),
+            )
+        }
+    };
+    if ret <= 0 {
+        return Err(if ret < 0 {
+            Error::from_errno(ret as i32)
+        } else {
+            EFAULT
+        });
+    }
+    let got = ret as usize;
+    let mut in_order = true;
+    for i in 0..got {
+        // SAFETY: `pin_user_pages_remote()` filled the first `got` entries with pinned pages.
+        let page = unsafe { *raw.as_ptr().add(i) };
+        // GUP never reports success with a NULL page. Should it, keep the pages before it (so
+        // the result stays in address order) and unpin the ones after it.
+        let Some(page) = NonNull::new(page) else {
+            in_order = false;
+            continue;
         };
-        if ret <= 0 {
-            if done == 0 {
-                return Err(if ret < 0 {
-                    Error::from_errno(ret as i32)
-                } else {
-                    EFAULT
-                });
-            }
-            break;
-        }
-        let got = ret as usize;
-        let mut kept = 0;
-        for i in 0..got {
-            // SAFETY: `pin_user_pages_remote()` filled the first `got` entries with pinned pages.
-            let page = unsafe { *raw.as_ptr().add(i) };
-            // GUP never reports success with a NULL page. Should it, keep the pages before it
-            // (so `out` stays in address order) and unpin the ones after it.
-            let Some(page) = NonNull::new(page) else {
-                continue;
-            };
-            // INVARIANT: each page comes with one pin from the call above, now owned by the
-            // `PinnedPage`; dropping it unpins.
-            let pinned = PinnedPage { page, dirty: write };
-            if kept == i {
-                // Cannot fail: `out` has room for `npages` more entries (reserved above). Were it
-                // to fail, the returned value is dropped, which unpins, so nothing leaks.
-                if out.push_within_capacity(pinned).is_ok() {
-                    kept += 1;
-                }
-            }
-        }
-        done += kept;
-        if kept < batch {
-            break;
+        // INVARIANT: each page comes with one pin from the call above, now owned by the
+        // `PinnedPage`; dropping it unpins.
+        let pinned = PinnedPage { page, dirty: write };
+        if in_order {
+            // Cannot fail: `out` has room for `batch >= got` entries. Were it to fail, the
+            // returned value is dropped, which unpins, so nothing leaks.
+            let _ = out.push_within_capacity(pinned);
         }
     }
-    Ok(done)
+    if out.is_empty() {
+        return Err(EFAULT);
+    }
+    Ok(out)
+}
+
+/// The first address at or after `addr` that a VMA of `mm` covers, if any: where pinning can
+/// resume after a page at `addr - PAGE_SIZE` failed. Takes `mmap_lock` for reading; may sleep.
+pub(crate) fn next_mapped(mm: &MmWithUser, addr: usize) -> Option<usize> {
+    let _mmap = mm.mmap_read_lock();
+    // SAFETY: the mmap lock of `mm` is held for reading, as `find_vma` requires.
+    let vma = unsafe { bindings::find_vma(mm.as_raw(), addr) };
+    if vma.is_null() {
+        return None;
+    }
+    // SAFETY: `vma` is a VMA of `mm` returned by `find_vma` while the mmap read lock is held,
+    // and the reference does not outlive the guard.
+    let vma = unsafe { VmaRef::from_raw(vma) };
+    Some(vma.start().max(addr))
 }

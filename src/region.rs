@@ -14,11 +14,11 @@
 
 use crate::events::EventQueue;
 use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
-use crate::pin::{pin_user_range, PinnedPage};
+use crate::pin::{next_mapped, pin_user_range, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::mm::{Mm, MmWithUser};
 use kernel::new_mutex;
@@ -32,6 +32,7 @@ use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 extern "C" {
     fn vamr_memlock_limit_pages() -> usize;
     fn vamr_task_size() -> usize;
+    fn vamr_fatal_signal_pending() -> bool;
     fn vamr_pinned_vm_add(mm: *mut bindings::mm_struct, npages: isize) -> i64;
     fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
 }
@@ -90,8 +91,9 @@ pub(crate) enum AtomicOp {
 
 /// Page state of a region, under [`Region::pages`].
 struct Slots {
-    /// One entry per page of the region; `None` is an absent page.
-    pins: KVec<Option<PinnedPage>>,
+    /// One entry per page of the region; `None` is an absent page. A `KVVec`: 16 bytes per
+    /// page, so large regions need more than kmalloc gives.
+    pins: KVVec<Option<PinnedPage>>,
     /// Page index range `[a, b)` waiting for the eager re-pin work; empty when `a >= b`.
     pending: (usize, usize),
     /// Set by teardown and by `MMU_NOTIFY_RELEASE`: nothing is pinned any more.
@@ -135,8 +137,8 @@ pub(crate) struct Region {
     access: Access,
     /// User cookie given at registration, reported in events.
     cookie: u64,
-    /// The handle user space knows the region by, reported in events (set once registered).
-    handle: AtomicU32,
+    /// The handle user space knows the region by, reported in events.
+    handle: u32,
     /// Where invalidation records go (the owning file's queue); `None` for regions created
     /// through the in-kernel API.
     events: Option<Arc<EventQueue>>,
@@ -179,7 +181,7 @@ unsafe impl InvalidateHandler for Region {
                 len: (end - first) as u64,
                 cookie: self.cookie,
                 generation: 0,
-                handle: self.handle.load(Ordering::Relaxed),
+                handle: self.handle,
                 kind: event.index() as u32,
             });
         }
@@ -187,8 +189,8 @@ unsafe impl InvalidateHandler for Region {
         let (a, b) = self.page_span(range.start(), range.end());
         let mut dropped = 0u64;
         for slot in &mut slots.pins[a..b] {
-            // Dropping the `PinnedPage` unpins it (without sleeping).
-            if slot.take().is_some() {
+            if let Some(pin) = slot.take() {
+                pin.release_in_invalidation();
                 dropped += 1;
             }
         }
@@ -264,6 +266,7 @@ impl Region {
         len: usize,
         access: Access,
         cookie: u64,
+        handle: u32,
         events: Option<Arc<EventQueue>>,
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
@@ -273,9 +276,10 @@ impl Region {
         }
         let charge = PinnedVmCharge::new(mm, npages)?;
 
-        let mut pins = KVec::with_capacity(npages, GFP_KERNEL)?;
+        let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
+        let mut pins = KVVec::with_capacity(npages, flags)?;
         for _ in 0..npages {
-            pins.push(None, GFP_KERNEL)?;
+            pins.push(None, flags)?;
         }
         let region = Arc::pin_init(
             pin_init!(Region {
@@ -289,7 +293,7 @@ impl Region {
                 npages,
                 access,
                 cookie,
-                handle: AtomicU32::new(0),
+                handle,
                 events,
                 torn_down: AtomicBool::new(false),
                 generation: AtomicU64::new(0),
@@ -320,7 +324,8 @@ impl Region {
                 .notifier
                 .insert::<Region>(region.mm.as_raw(), start, npages * PAGE_SIZE)?
         };
-        // Holes are fine; other errors (EINTR, ENOMEM) fail the registration.
+        // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
+        // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
         match region.fill(mm, 0, npages, PinCause::Register) {
             Ok(_) | Err(EFAULT) => Ok(reg),
             Err(e) => Err(e),
@@ -342,11 +347,6 @@ impl Region {
         core::ptr::eq(self.mm.as_raw(), mm.as_raw())
     }
 
-    /// Sets the handle reported in this region's events.
-    pub(crate) fn set_handle(&self, handle: u32) {
-        self.handle.store(handle, Ordering::Relaxed);
-    }
-
     /// Number of invalidations that overlapped the region so far.
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Relaxed)
@@ -363,89 +363,100 @@ impl Region {
         )
     }
 
-    /// Pins the pages `[first, first + count)` that are absent, following the
+    /// Pins the absent pages of `[first, first + count)`, batch by batch, following the
     /// `mmu_interval_read_begin()` / `mmu_interval_read_retry()` protocol: pin without the lock,
-    /// commit under the lock only if no invalidation began meanwhile, else drop and retry.
-    /// Pages that cannot be pinned (holes, protection) are skipped and stay absent.
+    /// commit a batch under the lock only if no invalidation began since its `read_begin`,
+    /// else drop it and pin it again ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages
+    /// that cannot be pinned (holes, protection) are skipped, holes a VMA at a time.
     ///
-    /// Returns the number of pages committed. Errors: `EFAULT` when nothing could be pinned
-    /// and the first page failed with it; `ENOMEM`, `EINTR` from GUP; `EAGAIN` after
-    /// [`REPIN_ATTEMPTS`] lost races. Sleeps; the region lock must not be held.
+    /// Returns the number of pages committed. Errors: `EFAULT` when nothing was committed and
+    /// a page failed with it, or the region is dead; `EINTR` (fatal signal), `ENOMEM` and other
+    /// GUP errors. Sleeps; the region lock must not be held.
     fn fill(&self, mm: &MmWithUser, first: usize, count: usize, cause: PinCause) -> Result<usize> {
-        for _ in 0..REPIN_ATTEMPTS {
-            let seq = self.notifier.read_begin();
-            // Pin run by run, skipping pages that fail (holes, PROT_NONE, ...).
-            let mut pins: KVec<PinnedPage> = KVec::new();
-            let mut runs: KVec<(usize, usize)> = KVec::new();
-            let mut idx = first;
-            let mut first_err = None;
-            while idx < first + count {
+        let end = first + count;
+        let mut idx = first;
+        let mut committed = 0;
+        let mut faulted = false;
+        'pages: while idx < end {
+            // SAFETY: no preconditions; reads current's pending signals.
+            if unsafe { vamr_fatal_signal_pending() } {
+                return Err(EINTR);
+            }
+            for _ in 0..REPIN_ATTEMPTS {
+                // Teardown removes the notifier after marking the region dead: check first.
+                if self.pages.lock().dead {
+                    return Err(EFAULT);
+                }
+                let seq = self.notifier.read_begin();
                 let va = self.start + idx * PAGE_SIZE;
-                match pin_user_range(mm, va, first + count - idx, self.access.write, &mut pins) {
-                    Ok(n) => {
-                        runs.push((idx, n), GFP_KERNEL)?;
-                        idx += n;
-                        if idx < first + count {
-                            // The page at `idx` failed; it stays absent.
-                            idx += 1;
-                        }
-                    }
+                let pins = match pin_user_range(mm, va, end - idx, self.access.write) {
+                    Ok(pins) => pins,
                     Err(e) if e == EFAULT => {
-                        first_err.get_or_insert(e);
-                        idx += 1;
+                        // Skip the page, and the hole after it up to the next VMA.
+                        faulted = true;
+                        let resume = next_mapped(mm, va + PAGE_SIZE).unwrap_or(usize::MAX);
+                        let next = resume.saturating_sub(self.start).div_ceil(PAGE_SIZE);
+                        idx = next.clamp(idx + 1, end);
+                        continue 'pages;
                     }
                     Err(e) => return Err(e),
+                };
+                let n = pins.len();
+                match self.commit(idx, pins, seq)? {
+                    Some(c) => {
+                        committed += c;
+                        idx += n;
+                        continue 'pages;
+                    }
+                    None => self.stats.add(Kind::RepinRetries, 1),
                 }
             }
+            // Invalidations kept winning: leave this batch absent (pinned on demand later).
+            idx += 1;
+        }
+        match cause {
+            PinCause::Eager => self.stats.add(Kind::EagerRepins, committed as u64),
+            PinCause::OnDemand => self.stats.add(Kind::OnDemandRepins, committed as u64),
+            PinCause::Register => {}
+        }
+        if committed == 0 && faulted {
+            return Err(EFAULT);
+        }
+        Ok(committed)
+    }
 
-            let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
-            let committed = {
-                let mut slots = self.pages.lock();
-                if slots.dead || self.notifier.read_retry(seq) {
-                    None
-                } else {
-                    let mut committed = 0;
-                    for &(run_first, n) in runs.iter().rev() {
-                        for i in (run_first..run_first + n).rev() {
-                            let Some(pin) = pins.pop() else { break };
-                            if slots.pins[i].is_none() {
-                                slots.pins[i] = Some(pin);
-                                committed += 1;
-                            } else {
-                                // Pinned meanwhile by someone else: keep theirs. Cannot fail:
-                                // `extra` has room for every pin.
-                                let _ = extra.push_within_capacity(pin);
-                            }
-                        }
-                    }
-                    Some(committed)
-                }
-            };
-            // Unpin (outside the lock) what was not committed.
-            drop(extra);
-            drop(pins);
-            match committed {
-                Some(n) => {
-                    self.stats.add(Kind::PagesPinned, n as u64);
-                    match cause {
-                        PinCause::Eager => self.stats.add(Kind::EagerRepins, n as u64),
-                        PinCause::OnDemand => self.stats.add(Kind::OnDemandRepins, n as u64),
-                        PinCause::Register => {}
-                    }
-                    return match first_err {
-                        Some(e) if n == 0 => Err(e),
-                        _ => Ok(n),
-                    };
-                }
-                None => {
-                    if self.pages.lock().dead {
-                        return Err(EFAULT);
-                    }
-                    self.stats.add(Kind::RepinRetries, 1);
-                }
+    /// Commits `pins` (the pages from index `idx` on) into the absent slots, unless an
+    /// invalidation began since `read_begin` returned `seq`. Returns the number committed, or
+    /// `None` when the round must be retried. Pins not committed are dropped after the lock is
+    /// released. Errors: `EFAULT` (dead region), `ENOMEM`.
+    fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
+        // Room for the duplicates, allocated before the lock (no allocation under it).
+        let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
+        let mut slots = self.pages.lock();
+        if slots.dead {
+            drop(slots);
+            return Err(EFAULT);
+        }
+        if self.notifier.read_retry(seq) {
+            drop(slots);
+            return Ok(None);
+        }
+        let mut committed = 0;
+        for (i, pin) in pins.drain_all().enumerate() {
+            let slot = &mut slots.pins[idx + i];
+            if slot.is_none() {
+                *slot = Some(pin);
+                committed += 1;
+            } else {
+                // Pinned meanwhile by someone else: keep theirs. Cannot fail: `extra` has room
+                // for every pin.
+                let _ = extra.push_within_capacity(pin);
             }
         }
-        Err(EAGAIN)
+        drop(slots);
+        self.stats.add(Kind::PagesPinned, committed as u64);
+        // `extra` is dropped (unpinned) here, outside the lock.
+        Ok(Some(committed))
     }
 
     /// Runs `f` on the pinned page with index `idx`, pinning it on demand first, with the region
@@ -641,13 +652,23 @@ impl Region {
     }
 
     /// Pins the absent pages of `[va, va + len)` now, so that accesses to it find them pinned.
-    /// Errors: as [`Region::copy_bounced`]'s range checks, plus `EFAULT` when nothing in the range could
-    /// be pinned. Sleeps.
+    /// Returns the pages newly pinned. Errors: as [`Region::copy_bounced`]'s range checks, plus
+    /// `EFAULT` when no page of the range is pinned afterwards (nothing mapped), `EINTR`,
+    /// `ENOMEM`. Sleeps.
     pub(crate) fn prefetch(&self, va: usize, len: usize) -> Result<usize> {
         let off = self.offset_of(va, len)?;
         let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
         let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
-        self.fill(&mm, a, b - a, PinCause::OnDemand)
+        let pinned = match self.fill(&mm, a, b - a, PinCause::OnDemand) {
+            Ok(n) => n,
+            Err(EFAULT) => 0,
+            Err(e) => return Err(e),
+        };
+        let slots = self.pages.lock();
+        if slots.dead || slots.pins[a..b].iter().all(|p| p.is_none()) {
+            return Err(EFAULT);
+        }
+        Ok(pinned)
     }
 
     /// Tears the region down: no invalidation runs after it, every pin is dropped, the

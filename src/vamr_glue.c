@@ -119,6 +119,7 @@ void vamr_pinned_vm_sub(struct mm_struct *mm, long npages)
  * Rust event queue, taken by the caller and dropped by release.
  */
 #include <linux/anon_inodes.h>
+#include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/poll.h>
 
@@ -147,10 +148,36 @@ static const struct file_operations vamr_events_fops = {
 	.llseek = noop_llseek,
 };
 
-int vamr_events_getfd(void *queue, bool nonblock, bool cloexec)
+/*
+ * Reserve a descriptor and create the events file for @queue (a counted
+ * reference the file takes over); not installed yet, so that the caller can
+ * first report the descriptor. Returns the file or an ERR_PTR (then the
+ * reference is still the caller's).
+ */
+struct file *vamr_events_file(void *queue, bool nonblock, bool cloexec, int *fd)
 {
-	return anon_inode_getfd("[vamr-events]", &vamr_events_fops, queue,
-				O_RDONLY | (nonblock ? O_NONBLOCK : 0) | (cloexec ? O_CLOEXEC : 0));
+	struct file *file;
+
+	*fd = get_unused_fd_flags(cloexec ? O_CLOEXEC : 0);
+	if (*fd < 0)
+		return ERR_PTR(*fd);
+	file = anon_inode_getfile("[vamr-events]", &vamr_events_fops, queue,
+				  O_RDONLY | (nonblock ? O_NONBLOCK : 0));
+	if (IS_ERR(file))
+		put_unused_fd(*fd);
+	return file;
+}
+
+void vamr_events_install(int fd, struct file *file)
+{
+	fd_install(fd, file);
+}
+
+/* Undo vamr_events_file(): the file's release drops the queue reference. */
+void vamr_events_discard(int fd, struct file *file)
+{
+	put_unused_fd(fd);
+	fput(file);
 }
 
 /* The in-kernel API (include/linux/vamr.h), implemented in src/api.rs. */
@@ -164,3 +191,9 @@ EXPORT_SYMBOL_GPL(vamr_region_write);
 EXPORT_SYMBOL_GPL(vamr_region_atomic);
 EXPORT_SYMBOL_GPL(vamr_region_prefetch);
 EXPORT_SYMBOL_GPL(vamr_region_stats);
+
+/* fatal_signal_pending(current): stop a long pin loop when the caller is being killed. */
+bool vamr_fatal_signal_pending(void)
+{
+	return fatal_signal_pending(current);
+}

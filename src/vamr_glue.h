@@ -20,12 +20,15 @@ bool vamr_mmu_interval_read_retry(struct mmu_interval_notifier *sub, unsigned lo
 bool vamr_mmu_notifier_range_blockable(const struct mmu_notifier_range *range);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
+bool vamr_fatal_signal_pending(void);
 struct workqueue_struct *vamr_alloc_workqueue(void);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages);
 
 /* The events file: glue in vamr_glue.c, logic in src/events.rs. */
-int vamr_events_getfd(void *queue, bool nonblock, bool cloexec);
+struct file *vamr_events_file(void *queue, bool nonblock, bool cloexec, int *fd);
+void vamr_events_install(int fd, struct file *file);
+void vamr_events_discard(int fd, struct file *file);
 ssize_t vamr_events_read(void *queue, char __user *buf, size_t len, bool nonblock);
 bool vamr_events_poll(void *queue, struct file *file, struct poll_table_struct *pt);
 void vamr_events_release(void *queue);

@@ -87,10 +87,13 @@ struct vamr_query {
  * Pins what is mapped in the range now (holes stay absent) and follows the
  * mapping from then on. The covering pages are charged to the caller's
  * locked memory (RLIMIT_MEMLOCK, as ibv_reg_mr does) until UNREGISTER or close.
+ * Pages whose pin fails (holes, a protection that forbids the access, a lost
+ * race with an invalidation) stay absent and are pinned on demand.
  * Errors: EINVAL (len 0, overflow, unknown access bits or flags, reserved),
- * EFAULT (range beyond TASK_SIZE), ENOMEM (RLIMIT_MEMLOCK exceeded without
- * CAP_IPC_LOCK, or no memory), EPERM (caller's mm is not the opener's),
- * EINTR (fatal signal while pinning).
+ * EFAULT (range beyond TASK_SIZE, or bad argument pointer), ENOMEM
+ * (RLIMIT_MEMLOCK exceeded without CAP_IPC_LOCK, or no memory), EPERM
+ * (caller's mm is not the opener's), EINTR (fatal signal while pinning),
+ * ENOSPC (65536 regions on this file), EHWPOISON and other pin errors.
  */
 struct vamr_register {
 	__u64 addr;
@@ -106,7 +109,8 @@ struct vamr_register {
  * struct vamr_handle_arg - argument of VAMR_IOC_UNREGISTER
  * @handle: in: a handle returned by VAMR_IOC_REGISTER on this open file.
  * @flags: in: must be 0.
- * Errors: ENOENT (no such region on this file), EINVAL (flags).
+ * Errors: ENOENT (no such region on this file), EINVAL (flags), EPERM (caller's
+ * mm is not the opener's; closing the file always releases everything).
  */
 struct vamr_handle_arg {
 	__u32 handle;
@@ -128,7 +132,9 @@ struct vamr_handle_arg {
  * pinning absent pages on demand.
  * Errors: ENOENT (handle), EINVAL (op, range), EACCES (WRITE on a region
  * without VAMR_ACCESS_WRITE), EFAULT (nothing mapped at a page of the range,
- * or its protection forbids the access, or buf is bad), EPERM (other mm).
+ * or its protection forbids the access, or buf is bad), EPERM (other mm),
+ * EAGAIN (invalidations of a page kept racing with the access: retry),
+ * ENOMEM, EINTR. On error part of the range may have been copied.
  */
 struct vamr_access {
 	__u64 addr;
@@ -169,7 +175,8 @@ struct vamr_atomic {
  * @flags: in: must be 0.
  * @pages: out: pages newly pinned.
  * @reserved: in: must be 0.
- * Errors: as VAMR_IOC_ACCESS.
+ * Errors: as VAMR_IOC_ACCESS; EFAULT only when no page of the range is
+ * pinned afterwards.
  */
 struct vamr_prefetch {
 	__u64 addr;
