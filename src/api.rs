@@ -36,7 +36,9 @@ pub(crate) fn init_registry() {
 /// by the invalidate path, so allocating under it is fine.
 pub(crate) fn find_driver_region(mm: &Mm, key: u32) -> Option<Arc<Region>> {
     let list = DRIVER_REGIONS.lock();
-    list.iter().find(|r| r.is_of(mm) && r.cookie() == u64::from(key)).cloned()
+    list.iter()
+        .find(|r| r.is_of(mm) && r.cookie() == u64::from(key))
+        .cloned()
 }
 
 /// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`Registration`].

@@ -28,8 +28,12 @@ const READ_BATCH: usize = 16;
 // Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn vamr_events_file(queue: *mut c_void, nonblock: bool, cloexec: bool, fd: *mut i32)
-        -> *mut bindings::file;
+    fn vamr_events_file(
+        queue: *mut c_void,
+        nonblock: bool,
+        cloexec: bool,
+        fd: *mut i32,
+    ) -> *mut bindings::file;
     fn vamr_events_install(fd: i32, file: *mut bindings::file);
     fn vamr_events_discard(fd: i32, file: *mut bindings::file);
 }

@@ -197,6 +197,34 @@ TEST_F(events, overflow_is_reported)
 	EXPECT_EQ((uint64_t)total + 1, ev[0].generation);
 }
 
+/*
+ * Invalidations during registration (the FOLL_WRITE pin breaks COW of the
+ * shared zero page under read-only-touched memory) carry the new handle.
+ */
+TEST_F(events, registration_events_carry_the_handle)
+{
+	struct vamr_event ev[64];
+	volatile uint8_t sink = 0;
+	uint8_t *b = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint32_t h2;
+	int i, n;
+
+	ASSERT_NE(MAP_FAILED, b);
+	for (i = 0; i < 4; i++)
+		sink += b[i * PAGE];	/* maps the zero page */
+	(void)sink;
+	ASSERT_EQ(0, vamr_register(self->fd, b, 4 * PAGE, RW, 0x5151, &h2));
+	ASSERT_NE(self->h, h2);
+	n = drain(self->efd, ev, 64);
+	ASSERT_LE(1, n) TH_LOG("no invalidation during the COW-breaking registration");
+	for (i = 0; i < n; i++) {
+		EXPECT_EQ(h2, ev[i].handle);
+		EXPECT_EQ(0x5151u, ev[i].cookie);
+	}
+	ASSERT_EQ(0, vamr_unregister(self->fd, h2));
+	munmap(b, 4 * PAGE);
+}
+
 /* The events file outlives the /dev/vamr file and vice versa. */
 TEST_F(events, lifetimes)
 {

@@ -557,4 +557,63 @@ TEST_F(region, prefetch_after_remap)
 	munmap(a, len);
 }
 
+/*
+ * A 2 GiB region that is a hole except for its last pages: registration is
+ * quick (holes are skipped a VMA at a time, the pin table is not limited by
+ * kmalloc), the mapped tail is pinned and accessible, the cover is charged.
+ */
+TEST_F(region, large_sparse_region)
+{
+	size_t len = 2ul << 30, tail = 4 * PAGE;
+	long vmpin = vamr_vmpin_kb();
+	struct vamr_stats st;
+	uint8_t *a;
+	uint32_t h;
+
+	a = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_EQ(0, munmap(a, len - tail));
+	ASSERT_EQ(0, mprotect(a + len - tail, tail, PROT_READ | PROT_WRITE));
+	pattern_fill(a + len - tail, tail, 140, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	EXPECT_EQ(vmpin + (long)(len >> 10), vamr_vmpin_kb());
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(4u, st.counters.pages_pinned);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + len - tail + 1, self->buf, tail - 1));
+	ASSERT_PATTERN(self->buf, tail - 1, 140, 1);
+	EXPECT_EQ(-EFAULT, vamr_read(self->fd, h, a + (1ul << 30), self->buf, 8));
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	EXPECT_EQ(vmpin, vamr_vmpin_kb());
+	munmap(a + len - tail, tail);
+}
+
+/* Another mm (a forked child holding the fd) cannot use or remove the parent's regions. */
+TEST_F(region, other_mm_gets_eperm)
+{
+	uint8_t *a = map_anon(PAGE);
+	int status;
+	pid_t pid;
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, vamr_register(self->fd, a, PAGE, RW, 0, &h));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		uint8_t b[8];
+
+		if (vamr_unregister(self->fd, h) != -EPERM)
+			_exit(1);
+		if (vamr_read(self->fd, h, a, b, 8) != -EPERM)
+			_exit(2);
+		if (vamr_register(self->fd, a, PAGE, RW, 0, NULL) != -EPERM)
+			_exit(3);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, status) TH_LOG("child exit status %d", WEXITSTATUS(status));
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, PAGE);
+}
+
 TEST_HARNESS_MAIN
