@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "mm_util.h"
 #include "pattern.h"
 #include "rdma_pair.h"
 #include "vamr_lib.h"
@@ -121,19 +122,6 @@ static struct ibv_mr *reg_target(FIXTURE_DATA(rdma_va) *self,
 		return NULL;
 	self->mrs[self->nr_mrs++] = mr;
 	return mr;
-}
-
-static uint8_t *map_anon(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static int remap_fixed(void *addr, size_t len)
-{
-	return mmap(addr, len, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == addr ? 0 : -1;
 }
 
 /*

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "mm_util.h"
 #include "pattern.h"
 #include "vamr_lib.h"
 
@@ -29,13 +30,6 @@
 #define RO VAMR_ACCESS_READ
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static void *map_anon(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
 
 /* A page-aligned address range of len bytes with nothing mapped in it. */
 static void *unmapped_range(size_t len)

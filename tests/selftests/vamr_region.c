@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "mm_util.h"
 #include "pattern.h"
 #include "vamr_lib.h"
 
@@ -44,22 +45,6 @@ FIXTURE_TEARDOWN(region)
 	if (self->fd >= 0)
 		close(self->fd);
 	munmap(self->buf, 4 << 20);
-}
-
-static uint8_t *map_anon(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-/* Map fresh anonymous memory exactly at addr (replacing what is there). */
-static int remap_fixed(void *addr, size_t len)
-{
-	void *p = mmap(addr, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-
-	return p == addr ? 0 : -1;
 }
 
 /* Check len bytes of p against pattern (seed, base); report the first bad offset. */
