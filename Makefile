@@ -2,7 +2,9 @@
 #
 # vamr: out-of-tree build of vamr.ko against a Rust-enabled kernel tree.
 #
-#   make [KDIR=...]      build vamr.ko (KDIR defaults to the running kernel's build tree)
+#   make help            this list
+#   make [KDIR=...]      build vamr.ko (KDIR defaults to the running kernel's build tree;
+#                        the test kernel's tree is what `make kernel` prints)
 #   make clean           remove build outputs
 #   make clippy          build with CLIPPY=1 (Rust lints as the kernel runs them)
 #   make rustfmtcheck    check Rust formatting with the kernel's rustfmt settings
@@ -20,12 +22,16 @@ export KDIR
 RUSTC_HOST := $(shell rustc --version 2>/dev/null)
 RUSTC_KDIR := $(shell sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' $(KDIR)/.config 2>/dev/null)
 
-.PHONY: all modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test
+.PHONY: all help modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test
 
 all: modules
 
+help:
+	@sed -n '3,/^$$/s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+
 check-kdir:
-	@test -f $(KDIR)/Makefile || { echo "error: KDIR=$(KDIR) is not a kernel build tree (set KDIR=...)"; exit 1; }
+	@test -f $(KDIR)/Makefile || { echo "error: KDIR=$(KDIR) is not a kernel build tree"; \
+		echo "       set KDIR=...; the test kernel's tree is printed by 'make kernel'"; exit 1; }
 	@grep -qx 'CONFIG_RUST=y' $(KDIR)/.config 2>/dev/null || { \
 		echo "error: $(KDIR) is not built with CONFIG_RUST=y; vamr needs a Rust-enabled kernel tree"; exit 1; }
 	@test -f $(KDIR)/rust/libkernel.rmeta || { \
@@ -45,18 +51,23 @@ clippy: check-kdir
 
 RUSTFMT_CFG = --edition 2021 --config-path $(KDIR)/.rustfmt.toml
 
-rustfmtcheck:
-	rustfmt --check $(RUSTFMT_CFG) src/*.rs
+# The crate root pulls in every module, so formatting it covers all of src/.
+rustfmtcheck: check-kdir
+	rustfmt --check $(RUSTFMT_CFG) src/vamr_main.rs
 
-rustfmt:
-	rustfmt $(RUSTFMT_CFG) src/*.rs
+rustfmt: check-kdir
+	rustfmt $(RUSTFMT_CFG) src/vamr_main.rs
 
 selftests:
 	$(MAKE) -C tests/selftests KDIR=$(KDIR)
 
+# Removes the module build outputs (with or without a usable KDIR); build/ (initramfs, guest
+# logs, patched rxe) is left to `rm -rf build`.
 clean:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null || rm -f src/*.o src/.*.cmd *.ko *.mod* Module.symvers modules.order
-	$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/kapi clean 2>/dev/null || true
+	for d in . src tests/kapi; do \
+		rm -f $$d/*.o $$d/.*.cmd $$d/*.ko $$d/*.mod $$d/*.mod.c $$d/*.mod.o \
+			$$d/Module.symvers $$d/modules.order; \
+	done
 	$(MAKE) -C tests/selftests clean 2>/dev/null || true
 
 kernel:

@@ -21,7 +21,8 @@ deb="$VAMR_CACHE/src/linux-source-7.3_${srcver}_all.deb"
 [ -f "$deb" ] || die "missing $deb: run scripts/setup-host.sh"
 
 rustc_ver=$(rustc --version | awk '{ print $2 }')
-frag_hash=$( (cat "$frag"; cat "$here/build-kernel.sh") | sha256sum | cut -c1-12)
+# The key covers what determines the kernel: source version, config fragment, rustc.
+frag_hash=$(sha256sum <"$frag" | cut -c1-12)
 key="${srcver//[:~+]/_}-${frag_hash}-rustc${rustc_ver}"
 kdir="$VAMR_CACHE/kernel/$key"
 
@@ -31,9 +32,13 @@ if [ -f "$kdir/.vamr-built" ]; then
 	exit 0
 fi
 
-log "building test kernel $srcver (key $key); this takes ~15 min on 2 cores"
+klog="$VAMR_CACHE/kernel/$key.log"
+log "building test kernel $srcver (key $key); 7-17 min on 2 cores; log: $klog"
 rm -rf "$kdir"
 mkdir -p "$kdir"
+# The build's own output goes to the log; on failure its tail is shown.
+exec 3>&2 2>"$klog"
+trap 'rc=$?; if [ $rc != 0 ]; then tail -n 40 "$klog" >&3; fi' EXIT
 tmp="$kdir/.unpack"
 mkdir -p "$tmp"
 dpkg -x "$deb" "$tmp"
@@ -66,5 +71,6 @@ make -s INSTALL_MOD_PATH="$kdir/.modinst" modules_install >&2
 rustc --version >"$kdir/.vamr-rustc"
 echo "$srcver" >"$kdir/.vamr-source-version"
 touch "$kdir/.vamr-built"
+exec 2>&3
 log "kernel built: $kdir"
 echo "$kdir"

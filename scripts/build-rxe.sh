@@ -23,6 +23,14 @@ src="$kdir/drivers/infiniband/sw/rxe"
 [ -f "$top/Module.symvers" ] || die "build vamr.ko first (make KDIR=$kdir)"
 
 out="$VAMR_BUILD/rxe"
+ko="$out/drivers/infiniband/sw/rxe/rdma_rxe.ko"
+# Rebuild only when an input changed: the patches, the kernel tree, vamr's exports.
+stamp=$( (echo "$kdir"; cat "$top"/patches/rxe/*.patch "$top/Module.symvers" \
+	"$top/include/linux/vamr.h" "$top/include/uapi/misc/vamr.h") | sha256sum | cut -c1-16)
+if [ -f "$ko" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
+	log "patched rdma_rxe up to date: $ko"
+	exit 0
+fi
 rm -rf "$out"
 mkdir -p "$out/drivers/infiniband/sw/rxe"
 cp "$src"/*.c "$src"/*.h "$src/Makefile" "$src/Kconfig" "$out/drivers/infiniband/sw/rxe/"
@@ -32,4 +40,5 @@ for p in "$top"/patches/rxe/*.patch; do
 done
 make -s -C "$kdir" M="$out/drivers/infiniband/sw/rxe" \
 	KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" KCFLAGS="-I$top/include" modules >&2
-log "patched rdma_rxe: $out/drivers/infiniband/sw/rxe/rdma_rxe.ko"
+echo "$stamp" >"$out/.stamp"
+log "patched rdma_rxe: $ko"

@@ -115,6 +115,9 @@ def outcome_table(results):
            f"{'scenario':<{w}}" + "".join(f"{m:<10}" for m in modes)]
     for (scenario, op), by_mode in rows.items():
         out.append(f"{scenario + ' ' + op:<{w}}" + "".join(f"{by_mode.get(m, '-'):<10}" for m in modes))
+    out.append("CORRECT: data where the CPU looks; STALE: went to / came from the old pages;")
+    out.append("CORRUPT: other wrong bytes; WCERR: error completion; REGFAIL: registration failed;")
+    out.append("-: not run in that mode. ODP on rxe 7.3 copies each packet to the start of its page.")
     return "\n".join(out) + "\n"
 
 
