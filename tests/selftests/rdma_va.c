@@ -679,6 +679,28 @@ static int advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32
 	return ret;
 }
 
+/* rereg of a VA MR (other than a PD change), or adding the bit by rereg, is refused. */
+TEST_F(rdma_va, rereg_refused)
+{
+	uint8_t *a = map_anon(2 * PAGE);
+	struct ibv_mr *va_mr, *mr;
+
+	VA_ONLY();
+	ASSERT_NE(NULL, a);
+	va_mr = reg_target(self, variant, a, PAGE);
+	ASSERT_NE(NULL, va_mr);
+	EXPECT_NE(0, ibv_rereg_mr(va_mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				  IBV_ACCESS_LOCAL_WRITE | VAMR_ACCESS_VA));
+	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, a + PAGE, PAGE, ACC_REMOTE, &mr));
+	self->mrs[self->nr_mrs++] = mr;
+	EXPECT_NE(0, ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				  ACC_REMOTE | VAMR_ACCESS_VA));
+	/* Both MRs still work as registered. */
+	memset(a, 0, 2 * PAGE);
+	EXPECT_EQ((int)CORRECT, (int)peer_write(self, va_mr, a + 1, 100, 95));
+	EXPECT_EQ((int)CORRECT, (int)peer_write(self, mr, a + PAGE + 1, 100, 96));
+}
+
 /* ibv_advise_mr() prefetch after a remap: the first RDMA access pins nothing. */
 TEST_F(rdma_va, advise_prefetch)
 {
