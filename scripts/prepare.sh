@@ -22,4 +22,5 @@ make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers
 log "building selftests and examples"
 make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
 make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
+make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
 echo "$kdir"

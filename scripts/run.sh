@@ -3,20 +3,28 @@
 #
 # The main job: build everything (scripts/prepare.sh), boot the test kernel
 # under QEMU, load vamr and rdma_rxe, and run the demo programs of
-# examples/, printing what they print. Logs: build/logs/demo/.
+# examples/, printing what they print. Logs: build/logs/examples/.
+#
+# usage: run.sh [examples|bench]   (bench: the benchmarks of tests/bench,
+#                                   as scripts/bench.sh runs them)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 top=$(cd "$here/.." && pwd)
 
+what=${1:-examples}
+case "$what" in
+examples | bench) ;;
+*) die "usage: run.sh [examples|bench]" ;;
+esac
 kdir=$("$here/prepare.sh")
-logdir="$VAMR_BUILD/logs/demo"
+logdir="$VAMR_BUILD/logs/$what"
 mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/notests"
-"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-demo.cpio.gz" \
-	"$VAMR_BUILD/notests" "$VAMR_BUILD/examples"
+"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-$what.cpio.gz" \
+	"$VAMR_BUILD/notests" "$VAMR_BUILD/$what"
 guest_rc=0
-"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-demo.cpio.gz" demo "$logdir" || guest_rc=$?
+"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-$what.cpio.gz" demo "$logdir" || guest_rc=$?
 # Show the demo sections and the guest's set-up steps.
 awk '/^### BEGIN demo/ { on = 1; print "== " $4; next }
      /^### END demo/ { on = 0; if ($5 != "rc=0") { print "   (exit " $5 ")"; bad = 1 } next }
