@@ -150,6 +150,8 @@ pub(crate) struct IntervalNotifier {
     #[pin]
     inner: Opaque<bindings::mmu_interval_notifier>,
     inserted: AtomicBool,
+    /// Set once by a successful `insert`, never cleared.
+    was_inserted: AtomicBool,
 }
 
 // SAFETY: the C subscription is only touched through the kernel's mmu_interval_* functions,
@@ -208,6 +210,7 @@ impl IntervalNotifier {
         pin_init!(Self {
             inner <- Opaque::uninit(),
             inserted: AtomicBool::new(false),
+            was_inserted: AtomicBool::new(false),
         })
     }
 
@@ -220,8 +223,8 @@ impl IntervalNotifier {
     /// # Safety
     ///
     /// `self` must be the field at `H::notifier_offset()` of a pinned `H`, which must stay valid
-    /// until [`IntervalNotifier::remove`] returns; `mm` must be a valid mm with a reference held
-    /// until then.
+    /// until [`IntervalNotifier::remove`] returns; `mm` must be a valid mm with a reference
+    /// (`mmgrab`) held for as long as `self` lives.
     pub(crate) unsafe fn insert<H: InvalidateHandler>(
         &self,
         mm: *mut bindings::mm_struct,
@@ -242,6 +245,7 @@ impl IntervalNotifier {
         };
         kernel::error::to_result(ret)?;
         this.inserted.store(true, Ordering::Release);
+        this.was_inserted.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -259,15 +263,27 @@ impl IntervalNotifier {
     /// `mmu_interval_read_begin()`: starts a read-side critical section; waits (sleeps) for a
     /// running invalidation of the range to finish. Returns the sequence for
     /// [`IntervalNotifier::read_retry`]. Must not be called with the handler's lock held.
+    ///
+    /// After [`IntervalNotifier::remove`] the call is harmless but meaningless (the owner must
+    /// then discard what it read, e.g. by checking its own "dead" state under its lock).
+    /// Returns 0 without calling into the kernel if the subscription was never inserted.
     pub(crate) fn read_begin(&self) -> usize {
-        // SAFETY: `inner` is inserted: the owner only calls this between insert and remove.
+        if !self.was_inserted.load(Ordering::Acquire) {
+            return 0;
+        }
+        // SAFETY: `inner` was inserted, so its `mm` field points to the mm given to `insert`,
+        // which the owner keeps grabbed for as long as `self` lives (the `insert` contract); the
+        // mm's notifier subscriptions live until the mm is freed. So the call reads valid memory
+        // whether or not the subscription is still inserted.
         unsafe { bindings::mmu_interval_read_begin(self.inner.get()) as usize }
     }
 
     /// `mmu_interval_read_retry()`: true when an invalidation began since `read_begin` returned
     /// `seq`. Must be called with the lock the handler holds around `set_seq()`.
     pub(crate) fn read_retry(&self, seq: usize) -> bool {
-        // SAFETY: `inner` is a valid subscription (inserted, see `read_begin`).
+        // SAFETY: only reads `inner.invalidate_seq`, a field of memory we own (initialized by
+        // `insert`, or still as `Opaque::uninit` left it: the read is of an integer in our own
+        // allocation, and a never-inserted subscription is never passed here by the owner).
         unsafe { vamr_mmu_interval_read_retry(self.inner.get(), seq) }
     }
 }
