@@ -280,10 +280,12 @@ impl IntervalNotifier {
 
     /// `mmu_interval_read_retry()`: true when an invalidation began since `read_begin` returned
     /// `seq`. Must be called with the lock the handler holds around `set_seq()`.
+    /// Always true for a subscription that was never inserted.
     pub(crate) fn read_retry(&self, seq: usize) -> bool {
-        // SAFETY: only reads `inner.invalidate_seq`, a field of memory we own (initialized by
-        // `insert`, or still as `Opaque::uninit` left it: the read is of an integer in our own
-        // allocation, and a never-inserted subscription is never passed here by the owner).
+        if !self.was_inserted.load(Ordering::Acquire) {
+            return true;
+        }
+        // SAFETY: `insert` initialized `inner`; this only reads its `invalidate_seq` field.
         unsafe { vamr_mmu_interval_read_retry(self.inner.get(), seq) }
     }
 }
