@@ -593,6 +593,14 @@ TEST_F(rdma_va, reg_mr_iova)
 	struct ibv_mr *mr;
 	int st;
 
+	/*
+	 * rxe 7.3's ODP path indexes its pfn list with the iova instead of the
+	 * user VA when they differ: an out-of-bounds read in
+	 * rxe_odp_map_range_and_lock() that usually ends in an error completion
+	 * and sometimes oopses the kernel. Not something a test may provoke.
+	 */
+	if (variant->mode == ODP)
+		SKIP(return, "ODP with iova != addr crashes rxe 7.3 (out-of-bounds pfn list read)");
 	ASSERT_NE(NULL, a);
 	memset(a, 0, len);
 	mr = ibv_reg_mr_iova2(self->pair.pd, a, len, iova, ACC_REMOTE | variant->access);
