@@ -172,18 +172,17 @@ impl<H: InvalidateHandler> OpsTable<H> {
     /// # Safety
     ///
     /// Called by the mm core with an inserted subscription of an `H` (see
-    /// [`IntervalNotifier::insert`]) and a valid range.
+    /// [`IntervalNotifier::insert`]) and a valid range. By `insert`'s contract, `sub` is the
+    /// `inner` field (`Opaque` is `repr(transparent)`) of an `IntervalNotifier` that is the field
+    /// at `H::notifier_offset()` of a live, pinned `H`, valid until `remove` returns, and
+    /// `remove` waits for running callbacks.
     unsafe extern "C" fn invalidate(
         sub: *mut bindings::mmu_interval_notifier,
         range: *const bindings::mmu_notifier_range,
         cur_seq: usize,
     ) -> bool {
-        // SAFETY: the mm core only calls this for a subscription inserted by
-        // `IntervalNotifier::insert::<H>`, whose contract says `sub` is the `inner` field
-        // (`Opaque` is `repr(transparent)`) of an `IntervalNotifier` that is itself the field at
-        // `H::notifier_offset()` of a live, pinned `H`. Stepping back by the two offsets stays
-        // inside that `H`, which outlives the callback (it is valid until `remove` returns, and
-        // `remove` waits for running callbacks).
+        // SAFETY: per this function's contract, stepping back by the two field offsets from `sub`
+        // stays inside a live `H` that outlives the callback.
         let owner = unsafe {
             let notifier: *mut IntervalNotifier = kernel::container_of!(
                 sub.cast::<Opaque<bindings::mmu_interval_notifier>>(),
@@ -271,10 +270,9 @@ impl IntervalNotifier {
         if !self.was_inserted.load(Ordering::Acquire) {
             return 0;
         }
-        // SAFETY: `inner` was inserted, so its `mm` field points to the mm given to `insert`,
-        // which the owner keeps grabbed for as long as `self` lives (the `insert` contract); the
-        // mm's notifier subscriptions live until the mm is freed. So the call reads valid memory
-        // whether or not the subscription is still inserted.
+        // Inserted or removed since, `inner.mm` is the mm the owner grabs for `self`'s whole life
+        // (the `insert` contract), and its notifier subscriptions live until the mm is freed.
+        // SAFETY: so the call reads valid memory whether or not `inner` is still inserted.
         unsafe { bindings::mmu_interval_read_begin(self.inner.get()) as usize }
     }
 

@@ -316,9 +316,9 @@ impl Region {
         region.stats.add(Kind::Regions, 1);
         let reg = Registration(region);
         let region = &reg.0;
-        // SAFETY: `notifier` is the field at `Region::notifier_offset()` of a region pinned in an
-        // `Arc`, which the `Registration` keeps alive until teardown removes the notifier; the mm
-        // is kept by `region.mm` (mmgrab) until the region is freed.
+        // The `Registration` keeps the Arc-pinned region alive until teardown removes the notifier.
+        // SAFETY: `notifier` is at `notifier_offset()` of that region; `region.mm` grabs the mm
+        // for the region's whole life.
         unsafe {
             region
                 .notifier
@@ -502,14 +502,14 @@ impl Region {
     /// Moves `n` bytes between the pinned page `idx` (from byte `in_page`) and `io`'s buffer,
     /// under the region lock, pinning the page on demand first. Errors: see
     /// [`Region::with_page`].
+    ///
+    /// The callers split copies at page boundaries, so `[in_page, in_page + n)` lies in the
+    /// page. User space and devices may access the page at the same time; as for every copy to
+    /// or from user memory, that is outside Rust's model (no Rust reference to it exists).
     fn page_io(&self, idx: usize, in_page: usize, n: usize, io: PageIo) -> Result {
         self.with_page(idx, |page| {
-            // SAFETY: the page is pinned and cannot be unpinned while the region lock is held
-            // (we are inside `with_page`), so it is valid for this call; `[in_page, in_page + n)`
-            // is inside the page (the callers split at page boundaries) and `io`'s pointer is
-            // valid for `n` bytes (the `PageIo` contract). The only other accessors of the page
-            // are user space and devices, whose concurrent accesses to user memory are outside
-            // Rust's model, as for every copy to or from user memory.
+            // SAFETY: the region lock (held inside `with_page`) keeps the page pinned; the range
+            // lies in it and `io` points to `n` bytes (`PageIo` contract); see above for races.
             unsafe {
                 let page = BorrowedPage::from_raw(page);
                 match io {
@@ -620,14 +620,12 @@ impl Region {
         }
         let off = self.offset_of(va, 8)?;
         let old = self.with_page(off / PAGE_SIZE, |page| {
-            // SAFETY: the page is pinned while the region lock is held (inside `with_page`);
-            // `kmap_local_page` maps it for this CPU until the matching `kunmap_local` below,
-            // and nothing in between sleeps or maps another page.
+            // Nothing between the map and the matching `kunmap_local` sleeps or maps a page.
+            // SAFETY: the region lock (held inside `with_page`) keeps the page pinned.
             let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
-            // SAFETY: `off % PAGE_SIZE` is 8-byte aligned and at least 8 bytes before the end of
-            // the mapped page, so the pointer is valid and aligned for an `AtomicU64`; all
-            // concurrent accessors of the word (user space, devices, other atomics) use atomic
-            // or plain machine accesses, as with any shared user memory.
+            // `off` is 8-byte aligned (checked above), so the word lies within the mapped page.
+            // SAFETY: valid and aligned for an `AtomicU64`; other users of the word (user space,
+            // devices) use machine accesses, as with any shared user memory.
             let word = unsafe {
                 core::sync::atomic::AtomicU64::from_ptr(
                     base.cast::<u8>().add(off % PAGE_SIZE).cast::<u64>(),
