@@ -10,7 +10,7 @@
 //! Regions made through this API are also listed in [`DRIVER_REGIONS`], so that a process can
 //! ask (`VAMR_IOC_MR_QUERY`) whether its MR with a given key got VA semantics.
 
-use crate::region::{AtomicOp, Region, Registration};
+use crate::region::{AtomicOp, Prefetch, Region, Registration};
 use crate::uapi;
 use core::ffi::c_void;
 use kernel::error::from_err_ptr;
@@ -166,15 +166,26 @@ extern "C" fn vamr_region_atomic(
     }
 }
 
-/// Pins the absent pages of a range; see `include/linux/vamr.h`.
+/// Pins the pages of a range as an `ibv_advise_mr()` advice asks; see `include/linux/vamr.h`.
 #[no_mangle]
-extern "C" fn vamr_region_prefetch(region: RawRegion, addr: usize, len: usize) -> isize {
+extern "C" fn vamr_region_prefetch(region: RawRegion, addr: usize, len: usize, flags: u32) -> isize {
+    let how = match Prefetch::from_flags(flags) {
+        Ok(how) => how,
+        Err(e) => return e.to_errno() as isize,
+    };
     // SAFETY: the caller passes a live region (the header's contract).
     let reg = unsafe { registration(region) };
-    match reg.prefetch(addr, len) {
+    match reg.prefetch(addr, len, how) {
         Ok(n) => n as isize,
         Err(e) => e.to_errno() as isize,
     }
+}
+
+/// Stops every long operation on a region; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_cancel(region: RawRegion) {
+    // SAFETY: the caller passes a live region (the header's contract).
+    unsafe { registration(region) }.cancel();
 }
 
 /// Counters of a region; see `include/linux/vamr.h`.

@@ -8,10 +8,11 @@
 //! with `EPERM`.
 
 use crate::events::EventQueue;
-use crate::region::{self, AtomicOp, Dir, Region, Registration};
+use crate::region::{self, AtomicOp, Dir, Prefetch, Region, Registration};
 use crate::stats;
 use crate::uapi;
 use kernel::fs::File;
+use kernel::id_pool::IdPool;
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceRegistration};
 use kernel::mm::Mm;
@@ -20,7 +21,8 @@ use kernel::prelude::*;
 use kernel::sync::{aref::ARef, Arc, Mutex};
 use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader};
 
-/// Most regions one open file may hold.
+/// Most handles one open file may hand out (the per-process `max_regions_per_mm` limit is
+/// usually lower).
 const MAX_REGIONS: usize = 1 << 16;
 
 /// An entry of a file's region table; the index is the handle.
@@ -31,6 +33,16 @@ enum Slot {
     Reserved,
     /// A registered region.
     Live(Registration),
+}
+
+/// A file's region table: handles are indexes into `slots`, allocated from `ids`.
+///
+/// # Invariants
+///
+/// A handle's bit is set in `ids` exactly when `slots[handle]` is not [`Slot::Free`].
+struct Table {
+    slots: KVec<Slot>,
+    ids: IdPool,
 }
 
 /// State of one open file of `/dev/vamr`.
@@ -46,7 +58,7 @@ pub(crate) struct VamrFile {
     /// take out an entry; never across pinning, copies or region teardown (those sleep and take
     /// the region lock). Allocating under it is fine: the invalidate path never takes it.
     #[pin]
-    regions: Mutex<KVec<Slot>>,
+    regions: Mutex<Table>,
     /// Invalidation records of this file's regions (read through events files).
     events: Arc<EventQueue>,
 }
@@ -63,7 +75,10 @@ impl MiscDevice for VamrFile {
         KBox::try_pin_init(
             try_pin_init!(VamrFile {
                 mm: ARef::from(&**mm),
-                regions <- new_mutex!(KVec::new(), "vamr_file_regions"),
+                regions <- new_mutex!(
+                    Table { slots: KVec::new(), ids: IdPool::new() },
+                    "vamr_file_regions"
+                ),
                 events: EventQueue::new()?,
             }),
             GFP_KERNEL,
@@ -103,7 +118,7 @@ impl VamrFile {
     /// The region with `handle`. Errors: `ENOENT`.
     fn lookup(&self, handle: u32) -> Result<Arc<Region>> {
         let regions = self.regions.lock();
-        match regions.get(handle as usize) {
+        match regions.slots.get(handle as usize) {
             Some(Slot::Live(reg)) => Ok(reg.region()),
             _ => Err(ENOENT),
         }
@@ -142,29 +157,43 @@ impl VamrFile {
         let mut regions = self.regions.lock();
         match result {
             Ok(reg) => {
-                regions[handle] = Slot::Live(reg);
+                regions.slots[handle] = Slot::Live(reg);
                 Ok(0)
             }
             Err(e) => {
-                regions[handle] = Slot::Free;
+                regions.slots[handle] = Slot::Free;
+                regions.ids.release_id(handle);
                 Err(e)
             }
         }
         // On error the registration (if any) was dropped, and torn down, before the lock.
     }
 
-    /// Reserves a free handle. Errors: `ENOSPC` past [`MAX_REGIONS`], `ENOMEM`.
+    /// Reserves a free handle: the lowest free one, from the file's ID pool (binder's
+    /// `IdPool` pattern: the bitmap grows outside the lock). Errors: `ENOSPC` past
+    /// [`MAX_REGIONS`], `ENOMEM`.
     fn reserve_handle(&self) -> Result<usize> {
         let mut regions = self.regions.lock();
-        if let Some(free) = regions.iter().position(|r| matches!(r, Slot::Free)) {
-            regions[free] = Slot::Reserved;
-            return Ok(free);
+        loop {
+            if let Some(id) = regions.ids.find_unused_id(0) {
+                let id = id.as_usize();
+                if id >= MAX_REGIONS {
+                    return Err(ENOSPC);
+                }
+                while regions.slots.len() <= id {
+                    regions.slots.push(Slot::Free, GFP_KERNEL)?;
+                }
+                // INVARIANT: the bit is set together with the slot leaving `Free`.
+                regions.ids.find_unused_id(id).ok_or(ENOSPC)?.acquire();
+                regions.slots[id] = Slot::Reserved;
+                return Ok(id);
+            }
+            let request = regions.ids.grow_request().ok_or(ENOSPC)?;
+            drop(regions);
+            let resizer = request.realloc(GFP_KERNEL)?;
+            regions = self.regions.lock();
+            regions.ids.grow(resizer);
         }
-        if regions.len() >= MAX_REGIONS {
-            return Err(ENOSPC);
-        }
-        regions.push(Slot::Reserved, GFP_KERNEL)?;
-        Ok(regions.len() - 1)
     }
 
     /// `VAMR_IOC_UNREGISTER`. Tears the region down (unpins everything, returns the
@@ -177,8 +206,13 @@ impl VamrFile {
         self.check_mm()?;
         let reg = {
             let mut regions = self.regions.lock();
-            match regions.get_mut(req.handle as usize) {
-                Some(slot @ Slot::Live(_)) => core::mem::replace(slot, Slot::Free),
+            let h = req.handle as usize;
+            match regions.slots.get_mut(h) {
+                Some(slot @ Slot::Live(_)) => {
+                    let live = core::mem::replace(slot, Slot::Free);
+                    regions.ids.release_id(h);
+                    live
+                }
                 _ => return Err(ENOENT),
             }
         };
@@ -240,14 +274,15 @@ impl VamrFile {
     fn prefetch(&self, user: UserSlice) -> Result<isize> {
         let (mut reader, mut writer) = user.reader_writer();
         let mut req: uapi::Prefetch = reader.read()?;
-        if req.flags != 0 || req.reserved != 0 {
+        if req.reserved != 0 {
             return Err(EINVAL);
         }
+        let how = Prefetch::from_flags(req.flags)?;
         self.check_mm()?;
         let region = self.lookup(req.handle)?;
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
-        req.pages = region.prefetch(addr, len)? as u32;
+        req.pages = u32::try_from(region.prefetch(addr, len, how)?).unwrap_or(u32::MAX);
         writer.write(&req)?;
         Ok(0)
     }

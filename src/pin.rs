@@ -2,13 +2,13 @@
 
 //! Long-term page pins: [`PinnedPage`] owns one `FOLL_PIN` reference and drops it in `Drop`.
 //!
-//! Pins are taken with `pin_user_pages_remote(FOLL_LONGTERM [| FOLL_WRITE])`, never with
+//! Pins are taken with `pin_user_pages_remote(FOLL_LONGTERM [| FOLL_WRITE] [| FOLL_NOFAULT])`, never with
 //! `get_user_pages`: `FOLL_PIN` is what fork's copy-on-pin (`page_maybe_dma_pinned()`) and the
 //! `FOLL_LONGTERM` migration out of movable zones depend on (Documentation/core-api/pin_user_pages.rst).
 
 use core::ptr::NonNull;
 use kernel::bindings;
-use kernel::mm::virt::VmaRef;
+use kernel::mm::virt::{flags, VmaRef};
 use kernel::mm::MmWithUser;
 use kernel::prelude::*;
 
@@ -40,6 +40,12 @@ impl PinnedPage {
         self.page.as_ptr()
     }
 
+    /// Whether the page was pinned with `FOLL_WRITE`, so that writes through the pin reach the
+    /// page the process sees (COW broken) and the page is dirtied when unpinned.
+    pub(crate) fn writable(&self) -> bool {
+        self.dirty
+    }
+
     /// Unpins from inside an invalidate callback, without sleeping: dirties with
     /// `set_page_dirty()`, not `set_page_dirty_lock()`, because invalidations can arrive with the
     /// folio locked (truncate). As in `ib_umem_odp_unmap_dma_pages()`, the mapping cannot be torn
@@ -69,24 +75,37 @@ impl Drop for PinnedPage {
     }
 }
 
+/// How a pin round takes its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PinMode {
+    /// `FOLL_WRITE`: pin for writing (breaks COW; fails on mappings without `VM_WRITE`).
+    pub(crate) write: bool,
+    /// `FOLL_NOFAULT`: pin only pages present in the page table; never fault one in.
+    pub(crate) nofault: bool,
+}
+
 /// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
 /// and stops at the first page that cannot be pinned. `start` must be page aligned and
-/// `npages > 0`. `write` asks for `FOLL_WRITE` (breaking COW, failing on read-only mappings).
+/// `npages > 0`. `mode` selects `FOLL_WRITE` and `FOLL_NOFAULT`; `FOLL_LONGTERM` is always set.
 ///
 /// Returns the pins (at least one). Errors: when the first page fails, the error of
-/// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, or the protection forbids the
-/// access), `ENOMEM`, `EINTR`, `EHWPOISON`, ... Context: process or work item, may sleep; takes
-/// `mmap_lock` for reading. Must not be called with a region lock held: the pin can fault and
-/// trigger invalidations of the region.
+/// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, the protection forbids the
+/// access, or with `nofault` the page is not present), `ENOMEM`, `EINTR`, `EHWPOISON`, ...
+/// Context: process or work item, may sleep; takes `mmap_lock` for reading. Must not be called
+/// with a region lock held: the pin can fault and trigger invalidations of the region.
 pub(crate) fn pin_user_range(
     mm: &MmWithUser,
     start: usize,
     npages: usize,
-    write: bool,
+    mode: PinMode,
 ) -> Result<KVec<PinnedPage>> {
+    let write = mode.write;
     let mut flags = bindings::FOLL_LONGTERM;
     if write {
         flags |= bindings::FOLL_WRITE;
+    }
+    if mode.nofault {
+        flags |= bindings::FOLL_NOFAULT;
     }
     let batch = npages.min(PIN_BATCH);
     let mut raw: KVec<*mut bindings::page> = KVec::with_capacity(batch, GFP_KERNEL)?;
@@ -139,17 +158,40 @@ pub(crate) fn pin_user_range(
     Ok(out)
 }
 
-/// The first address at or after `addr` that a VMA of `mm` covers, if any: where pinning can
-/// resume after a page at `addr - PAGE_SIZE` failed. Takes `mmap_lock` for reading; may sleep.
-pub(crate) fn next_mapped(mm: &MmWithUser, addr: usize) -> Option<usize> {
+/// Where pinning can resume after the page at `addr` (page aligned) failed with `EFAULT`, so
+/// that a range that cannot be pinned is skipped in one step, not crawled page by page:
+///
+/// - `addr` in a hole: the start of the next VMA (`usize::MAX` when there is none);
+/// - `addr` in a VMA that refuses the access as a whole (`VM_IO` or `VM_PFNMAP`, no `VM_WRITE`
+///   for a `write` pin, no `VM_READ` for a read pin: the checks of `check_vma_flags()` in
+///   mm/gup.c that do not depend on the page): the end of that VMA;
+/// - otherwise (one page could not be faulted in, or was not present for a `FOLL_NOFAULT` pin):
+///   the next page.
+///
+/// Takes `mmap_lock` for reading; may sleep.
+pub(crate) fn resume_after_fault(mm: &MmWithUser, addr: usize, write: bool) -> usize {
     let _mmap = mm.mmap_read_lock();
     // SAFETY: the mmap lock of `mm` is held for reading, as `find_vma` requires.
     let vma = unsafe { bindings::find_vma(mm.as_raw(), addr) };
     if vma.is_null() {
-        return None;
+        return usize::MAX;
     }
     // SAFETY: `vma` is a VMA of `mm` returned by `find_vma` while the mmap read lock is held,
     // and the reference does not outlive the guard.
     let vma = unsafe { VmaRef::from_raw(vma) };
-    Some(vma.start().max(addr))
+    if vma.start() > addr {
+        return vma.start();
+    }
+    let f = vma.flags();
+    let refused = f & (flags::IO | flags::PFNMAP) != 0
+        || if write {
+            f & flags::WRITE == 0
+        } else {
+            f & flags::READ == 0
+        };
+    if refused {
+        vma.end()
+    } else {
+        addr + kernel::page::PAGE_SIZE
+    }
 }

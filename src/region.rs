@@ -13,18 +13,19 @@
 //!   waits for an access in flight and an access never touches a page after its invalidation.
 
 use crate::events::EventQueue;
+use crate::limits::MmSlot;
 use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
-use crate::pin::{next_mapped, pin_user_range, PinnedPage};
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::mm::{Mm, MmWithUser};
-use kernel::new_mutex;
+use kernel::{new_condvar, new_mutex};
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
-use kernel::sync::{aref::ARef, Arc, ArcBorrow, Mutex};
+use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex};
 use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
@@ -89,11 +90,38 @@ pub(crate) enum AtomicOp {
     Write { value: u64 },
 }
 
+/// What a prefetch asks for (`VAMR_PREFETCH_*`, the advice of `ibv_advise_mr()`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Prefetch {
+    /// Pin for writing (`..._PREFETCH_WRITE`); otherwise for reading.
+    pub(crate) write: bool,
+    /// Pin only pages present in the page table, never fault (`..._PREFETCH_NO_FAULT`).
+    pub(crate) nofault: bool,
+}
+
+impl Prefetch {
+    /// Decodes `VAMR_PREFETCH_*` flags. Errors: `EINVAL` for unknown bits, or WRITE together
+    /// with NO_FAULT (a no-fault prefetch pins for reading only, as ODP's snapshot does).
+    pub(crate) fn from_flags(flags: u32) -> Result<Self> {
+        if flags & !uapi::PREFETCH_KNOWN != 0 || flags == uapi::PREFETCH_KNOWN {
+            return Err(EINVAL);
+        }
+        Ok(Prefetch {
+            write: flags & uapi::PREFETCH_WRITE != 0,
+            nofault: flags & uapi::PREFETCH_NO_FAULT != 0,
+        })
+    }
+}
+
 /// Page state of a region, under [`Region::pages`].
 struct Slots {
     /// One entry per page of the region; `None` is an absent page. A `KVVec`: 16 bytes per
-    /// page, so large regions need more than kmalloc gives.
+    /// page, so large regions need more than kmalloc gives. A pin may be a read pin even in a
+    /// writable region (read prefetch, on-demand read); writes need a write pin and upgrade.
     pins: KVVec<Option<PinnedPage>>,
+    /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
+    /// so that no pin round outlives the region's registration.
+    fills: usize,
     /// Page index range `[a, b)` waiting for the eager re-pin work; empty when `a >= b`.
     pending: (usize, usize),
     /// Set by teardown and by `MMU_NOTIFY_RELEASE`: nothing is pinned any more.
@@ -112,6 +140,11 @@ struct Slots {
 ///   (a [`Registration`] owns one reference and tears down in its `Drop`).
 /// - A page in `pages.pins` is the page mapped at its VA since the last invalidation of that VA
 ///   that returned; no page is touched after the invalidation that dropped its pin returned.
+/// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
+///   that refuses the access in one step, and check for cancellation and fatal signals between
+///   rounds; when [`Region::teardown`] returns, no [`Region::fill`] runs and no pin is left.
+///
+/// [`PIN_BATCH`]: crate::pin::PIN_BATCH
 #[pin_data]
 pub(crate) struct Region {
     #[pin]
@@ -122,6 +155,9 @@ pub(crate) struct Region {
     /// held only around the commit of pins and around the copy or atomic on one page.
     #[pin]
     pages: Mutex<Slots>,
+    /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
+    #[pin]
+    idle: CondVar,
     #[pin]
     repin_work: Work<Region>,
     /// The address space (`mmgrab` reference: keeps `struct mm_struct`, not the mappings).
@@ -144,6 +180,10 @@ pub(crate) struct Region {
     events: Option<Arc<EventQueue>>,
     /// Set once by teardown.
     torn_down: AtomicBool,
+    /// Set by [`Region::cancel`] (deregistration) and teardown: every long operation (pin
+    /// rounds, prefetch, on-demand pins, copies) stops at its next batch or page with
+    /// `ECANCELED`, and no new one starts.
+    cancelled: AtomicBool,
     /// Invalidation count that touched this region (all kinds), for events generation.
     generation: AtomicU64,
     /// Per-region counters.
@@ -239,7 +279,7 @@ impl WorkItem for Region {
         }
         if let Some(mm) = this.mm.mmget_not_zero() {
             // Failures leave pages absent; the next access pins them on demand.
-            let _ = this.fill(&mm, a, b - a, PinCause::Eager);
+            let _ = this.fill(&mm, a, b - a, PinCause::Eager, this.registration_mode());
         }
     }
 }
@@ -255,11 +295,14 @@ impl Region {
     /// `addr` and `len` need no alignment (the pages covering them are pinned). Holes (unmapped
     /// pages) are allowed and stay absent until mapped and accessed.
     ///
-    /// Errors: `EINVAL` when `len` is 0 or `addr + len` overflows; `EFAULT` when the range
+    /// Errors: `EINVAL` when `len` is 0 or `addr + len` overflows; `ENOSPC` when `mm` has
+    /// `max_regions_per_mm` regions already (module parameter); `EFAULT` when the range
     /// reaches beyond `TASK_SIZE` (kernel addresses); `ENOMEM` when the charge to
     /// `mm->pinned_vm` would exceed `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK` (the rule of
     /// `ib_umem_get()`), or on allocation failure; `EINTR` when a fatal signal interrupts the
-    /// initial pin. Process context of the owner of `mm`; sleeps.
+    /// initial pin. Process context of the owner of `mm`; sleeps. Pages of a VMA that refuses
+    /// the access (`PROT_NONE`, read-only for a writable region, `VM_IO`/`VM_PFNMAP`) are
+    /// skipped a VMA at a time and stay absent.
     pub(crate) fn register(
         mm: &MmWithUser,
         addr: usize,
@@ -270,6 +313,7 @@ impl Region {
         events: Option<Arc<EventQueue>>,
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
+        let slot = MmSlot::take(mm)?;
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
         if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
             return Err(EFAULT);
@@ -284,7 +328,11 @@ impl Region {
         let region = Arc::pin_init(
             pin_init!(Region {
                 notifier <- IntervalNotifier::new(),
-                pages <- new_mutex!(Slots { pins, pending: (0, 0), dead: false }, "vamr_region_pages"),
+                pages <- new_mutex!(
+                    Slots { pins, fills: 0, pending: (0, 0), dead: false },
+                    "vamr_region_pages"
+                ),
+                idle <- new_condvar!("vamr_region_idle"),
                 repin_work <- new_work!("vamr_region_repin"),
                 mm: ARef::from(&**mm),
                 addr,
@@ -296,6 +344,7 @@ impl Region {
                 handle,
                 events,
                 torn_down: AtomicBool::new(false),
+                cancelled: AtomicBool::new(false),
                 generation: AtomicU64::new(0),
                 stats: Counters::new(),
             }),
@@ -314,8 +363,11 @@ impl Region {
             unsafe { bindings::fs_reclaim_release(bindings::GFP_KERNEL) };
         }
         region.stats.add(Kind::Regions, 1);
-        let reg = Registration(region);
-        let region = &reg.0;
+        let reg = Registration {
+            region,
+            _slot: slot,
+        };
+        let region = &reg.region;
         // The `Registration` keeps the Arc-pinned region alive until teardown removes the notifier.
         // SAFETY: `notifier` is at `notifier_offset()` of that region; `region.mm` grabs the mm
         // for the region's whole life.
@@ -326,7 +378,7 @@ impl Region {
         };
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
-        match region.fill(mm, 0, npages, PinCause::Register) {
+        match region.fill(mm, 0, npages, PinCause::Register, region.registration_mode()) {
             Ok(_) | Err(EFAULT) => Ok(reg),
             Err(e) => Err(e),
         }
@@ -363,38 +415,95 @@ impl Region {
         )
     }
 
-    /// Pins the absent pages of `[first, first + count)`, batch by batch, following the
-    /// `mmu_interval_read_begin()` / `mmu_interval_read_retry()` protocol: pin without the lock,
-    /// commit a batch under the lock only if no invalidation began since its `read_begin`,
-    /// else drop it and pin it again ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages
-    /// that cannot be pinned (holes, protection) are skipped, holes a VMA at a time.
+    /// The pin mode of registration and of the eager re-pin: for writing when the region is
+    /// writable, as `ib_umem_get()` pins a writable MR.
+    fn registration_mode(&self) -> PinMode {
+        PinMode {
+            write: self.access.write,
+            nofault: false,
+        }
+    }
+
+    /// Stops every long operation on the region (see the `cancelled` field). Idempotent, does
+    /// not sleep; the region stays registered until [`Region::teardown`].
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+    }
+
+    /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
+    fn check_interrupted(&self) -> Result {
+        if self.cancelled.load(Ordering::Acquire) {
+            return Err(ECANCELED);
+        }
+        // SAFETY: no preconditions; reads current's pending signals.
+        if unsafe { vamr_fatal_signal_pending() } {
+            return Err(EINTR);
+        }
+        Ok(())
+    }
+
+    /// The next run `[i, j)` within `[idx, end)` of slots that a pin round in `mode` must fill
+    /// (absent, or a read pin where `mode` writes), or `None` when there is none. Errors:
+    /// `EFAULT` when the region is dead.
+    fn next_gap(&self, idx: usize, end: usize, mode: PinMode) -> Result<Option<(usize, usize)>> {
+        let slots = self.pages.lock();
+        if slots.dead {
+            return Err(EFAULT);
+        }
+        let needs = |p: &Option<PinnedPage>| match p {
+            None => true,
+            Some(pin) => mode.write && !pin.writable(),
+        };
+        let Some(i) = (idx..end).find(|&i| needs(&slots.pins[i])) else {
+            return Ok(None);
+        };
+        let j = (i..end).find(|&j| !needs(&slots.pins[j])).unwrap_or(end);
+        Ok(Some((i, j)))
+    }
+
+    /// Pins the pages of `[first, first + count)` that `mode` needs (absent ones, and read pins
+    /// when `mode` writes), batch by batch, following the `mmu_interval_read_begin()` /
+    /// `mmu_interval_read_retry()` protocol: pin without the lock, commit a batch under the
+    /// lock only if no invalidation began since its `read_begin`, else drop it and pin it again
+    /// ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages that cannot be pinned are
+    /// skipped: holes and VMAs that refuse the access a VMA at a time, other pages one by one
+    /// (see [`resume_after_fault`]).
+    ///
+    /// Bounded: each round pins at most `PIN_BATCH` pages, and between rounds the call stops
+    /// with `ECANCELED` once the region is cancelled and with `EINTR` on a fatal signal.
     ///
     /// Returns the number of pages committed. Errors: `EFAULT` when nothing was committed and
-    /// a page failed with it, or the region is dead; `EINTR` (fatal signal), `ENOMEM` and other
+    /// a page failed with it, or the region is dead; `ECANCELED`, `EINTR`, `ENOMEM` and other
     /// GUP errors. Sleeps; the region lock must not be held.
-    fn fill(&self, mm: &MmWithUser, first: usize, count: usize, cause: PinCause) -> Result<usize> {
+    fn fill(
+        &self,
+        mm: &MmWithUser,
+        first: usize,
+        count: usize,
+        cause: PinCause,
+        mode: PinMode,
+    ) -> Result<usize> {
+        let _active = FillGuard::enter(self)?;
         let end = first + count;
         let mut idx = first;
         let mut committed = 0;
         let mut faulted = false;
         'pages: while idx < end {
-            // SAFETY: no preconditions; reads current's pending signals.
-            if unsafe { vamr_fatal_signal_pending() } {
-                return Err(EINTR);
-            }
+            self.check_interrupted()?;
+            let Some((gap, gap_end)) = self.next_gap(idx, end, mode)? else {
+                break;
+            };
+            idx = gap;
             for _ in 0..REPIN_ATTEMPTS {
-                // Teardown removes the notifier after marking the region dead: check first.
-                if self.pages.lock().dead {
-                    return Err(EFAULT);
-                }
                 let seq = self.notifier.read_begin();
                 let va = self.start + idx * PAGE_SIZE;
-                let pins = match pin_user_range(mm, va, end - idx, self.access.write) {
+                let pins = match pin_user_range(mm, va, gap_end - idx, mode) {
                     Ok(pins) => pins,
                     Err(e) if e == EFAULT => {
-                        // Skip the page, and the hole after it up to the next VMA.
+                        // Skip the page, the hole after it up to the next VMA, or the whole
+                        // VMA when its protection refuses the access.
                         faulted = true;
-                        let resume = next_mapped(mm, va + PAGE_SIZE).unwrap_or(usize::MAX);
+                        let resume = resume_after_fault(mm, va, mode.write);
                         let next = resume.saturating_sub(self.start).div_ceil(PAGE_SIZE);
                         idx = next.clamp(idx + 1, end);
                         continue 'pages;
@@ -408,7 +517,10 @@ impl Region {
                         idx += n;
                         continue 'pages;
                     }
-                    None => self.stats.add(Kind::RepinRetries, 1),
+                    None => {
+                        self.stats.add(Kind::RepinRetries, 1);
+                        self.check_interrupted()?;
+                    }
                 }
             }
             // Invalidations kept winning: leave this batch absent (pinned on demand later).
@@ -442,44 +554,71 @@ impl Region {
             return Ok(None);
         }
         let mut committed = 0;
+        let mut added = 0u64;
         for (i, pin) in pins.drain_all().enumerate() {
             let slot = &mut slots.pins[idx + i];
-            if slot.is_none() {
-                *slot = Some(pin);
-                committed += 1;
-            } else {
-                // Pinned meanwhile by someone else: keep theirs. Cannot fail: `extra` has room
-                // for every pin.
-                let _ = extra.push_within_capacity(pin);
+            match slot {
+                None => {
+                    *slot = Some(pin);
+                    committed += 1;
+                    added += 1;
+                }
+                Some(old) if pin.writable() && !old.writable() => {
+                    // A write pin replaces a read pin of the same VA (both are the page mapped
+                    // now: no invalidation began since `seq`). Cannot fail: `extra` has room
+                    // for every pin.
+                    let _ = extra.push_within_capacity(core::mem::replace(old, pin));
+                    committed += 1;
+                }
+                Some(_) => {
+                    // Pinned meanwhile by someone else: keep theirs. Cannot fail, as above.
+                    let _ = extra.push_within_capacity(pin);
+                }
             }
         }
         drop(slots);
-        self.stats.add(Kind::PagesPinned, committed as u64);
+        self.stats.add(Kind::PagesPinned, added);
         // `extra` is dropped (unpinned) here, outside the lock.
         Ok(Some(committed))
     }
 
-    /// Runs `f` on the pinned page with index `idx`, pinning it on demand first, with the region
-    /// lock held (so no invalidation can unpin it meanwhile). `f` must not sleep, allocate or
-    /// touch user memory.
+    /// Runs `f` on the pinned page with index `idx`, pinning it on demand first (for writing
+    /// when `write`, upgrading a read pin), with the region lock held (so no invalidation can
+    /// unpin it meanwhile). `f` must not sleep, allocate or touch user memory.
     ///
     /// Errors: `EFAULT` when nothing is mapped there, the protection forbids the access, or the
-    /// region is dead (process exit, unregistered); `EAGAIN` when invalidations keep winning.
-    fn with_page<R>(&self, idx: usize, f: impl FnOnce(NonNull<bindings::page>) -> R) -> Result<R> {
+    /// region is dead (process exit); `ECANCELED` once the region is cancelled (deregistration);
+    /// `EAGAIN` when invalidations keep winning.
+    fn with_page<R>(
+        &self,
+        idx: usize,
+        write: bool,
+        f: impl FnOnce(NonNull<bindings::page>) -> R,
+    ) -> Result<R> {
         for _ in 0..REPIN_ATTEMPTS {
             {
                 let slots = self.pages.lock();
                 if slots.dead {
                     return Err(EFAULT);
                 }
-                if let Some(pin) = &slots.pins[idx] {
-                    // A pinned page pointer is never NULL.
-                    let page = NonNull::new(pin.as_ptr()).ok_or(EFAULT)?;
-                    return Ok(f(page));
+                if self.cancelled.load(Ordering::Acquire) {
+                    return Err(ECANCELED);
+                }
+                match &slots.pins[idx] {
+                    Some(pin) if !write || pin.writable() => {
+                        // A pinned page pointer is never NULL.
+                        let page = NonNull::new(pin.as_ptr()).ok_or(EFAULT)?;
+                        return Ok(f(page));
+                    }
+                    _ => {}
                 }
             }
             let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
-            if let Err(e) = self.fill(&mm, idx, 1, PinCause::OnDemand) {
+            let mode = PinMode {
+                write,
+                nofault: false,
+            };
+            if let Err(e) = self.fill(&mm, idx, 1, PinCause::OnDemand, mode) {
                 if e == EFAULT {
                     self.stats.add(Kind::AccessFaults, 1);
                 }
@@ -507,7 +646,8 @@ impl Region {
     /// page. User space and devices may access the page at the same time; as for every copy to
     /// or from user memory, that is outside Rust's model (no Rust reference to it exists).
     fn page_io(&self, idx: usize, in_page: usize, n: usize, io: PageIo) -> Result {
-        self.with_page(idx, |page| {
+        let write = matches!(io, PageIo::Write(_));
+        self.with_page(idx, write, |page| {
             // SAFETY: the region lock (held inside `with_page`) keeps the page pinned; the range
             // lies in it and `io` points to `n` bytes (`PageIo` contract); see above for races.
             unsafe {
@@ -558,8 +698,8 @@ impl Region {
     /// the region lock and may sleep or fault.
     ///
     /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
-    /// `EFAULT` (see [`Region::with_page`]), `ENOMEM`, and the errors of `chunk`. On error some
-    /// bytes may have been copied. Sleeps.
+    /// `EFAULT`, `ECANCELED` (see [`Region::with_page`]), `EINTR` (fatal signal), `ENOMEM`, and
+    /// the errors of `chunk`. On error some bytes may have been copied. Sleeps.
     pub(crate) fn copy_bounced(
         &self,
         va: usize,
@@ -569,6 +709,9 @@ impl Region {
     ) -> Result {
         let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len.max(1)), GFP_KERNEL)?;
         self.walk(va, len, dir, |idx, in_page, _done, n| {
+            // A copy for user space may span a large region: stop on cancellation and on a
+            // fatal signal between pages.
+            self.check_interrupted()?;
             let buf = &mut bounce[..n];
             if dir == Dir::Write {
                 chunk(buf)?;
@@ -619,7 +762,7 @@ impl Region {
             return Err(EACCES);
         }
         let off = self.offset_of(va, 8)?;
-        let old = self.with_page(off / PAGE_SIZE, |page| {
+        let old = self.with_page(off / PAGE_SIZE, true, |page| {
             // Nothing between the map and the matching `kunmap_local` sleeps or maps a page.
             // SAFETY: the region lock (held inside `with_page`) keeps the page pinned.
             let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
@@ -649,19 +792,34 @@ impl Region {
         Ok(old)
     }
 
-    /// Pins the absent pages of `[va, va + len)` now, so that accesses to it find them pinned.
-    /// Returns the pages newly pinned. Errors: as [`Region::copy_bounced`]'s range checks, plus
-    /// `EFAULT` when no page of the range is pinned afterwards (nothing mapped), `EINTR`,
-    /// `ENOMEM`. Sleeps.
-    pub(crate) fn prefetch(&self, va: usize, len: usize) -> Result<usize> {
+    /// Pins the pages of `[va, va + len)` now, as `how` asks (the semantics of
+    /// `ibv_advise_mr()` on an ODP MR): for reading, faulting pages in; for writing, faulting and
+    /// breaking COW; or, with `nofault`, only the pages present in the page table, for reading.
+    /// Returns the pages newly pinned (or upgraded to write pins).
+    ///
+    /// Errors: as [`Region::copy_bounced`]'s range checks; `EACCES` for a write prefetch of a
+    /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned
+    /// afterwards (nothing mapped or accessible); `ECANCELED`, `EINTR`, `ENOMEM`. Sleeps;
+    /// bounded as [`Region::fill`].
+    pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> Result<usize> {
+        if how.write && !self.access.write {
+            return Err(EACCES);
+        }
         let off = self.offset_of(va, len)?;
         let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
         let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
-        let pinned = match self.fill(&mm, a, b - a, PinCause::OnDemand) {
+        let mode = PinMode {
+            write: how.write,
+            nofault: how.nofault,
+        };
+        let pinned = match self.fill(&mm, a, b - a, PinCause::OnDemand, mode) {
             Ok(n) => n,
             Err(EFAULT) => 0,
             Err(e) => return Err(e),
         };
+        if how.nofault {
+            return Ok(pinned);
+        }
         let slots = self.pages.lock();
         if slots.dead || slots.pins[a..b].iter().all(|p| p.is_none()) {
             return Err(EFAULT);
@@ -669,17 +827,26 @@ impl Region {
         Ok(pinned)
     }
 
-    /// Tears the region down: no invalidation runs after it, every pin is dropped, the
-    /// `pinned_vm` charge is returned. Idempotent. Sleeps (waits for running invalidations).
+    /// Tears the region down: no invalidation runs after it, no pin round runs after it, every
+    /// pin is dropped, the `pinned_vm` charge is returned. Idempotent. Sleeps (waits for running
+    /// invalidations and for pin rounds in progress, each bounded by one batch).
     fn teardown(&self) {
         if self.torn_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        // Mark dead first: from now on invalidations neither queue work nor keep pages.
+        // Stop long operations, then mark dead: from now on invalidations neither queue work
+        // nor keep pages, and no pin round starts.
+        self.cancel();
         self.pages.lock().dead = true;
         self.notifier.remove();
         let pins = {
             let mut slots = self.pages.lock();
+            // Wait for pin rounds in progress: each ends within one batch once it sees the
+            // region cancelled (see `fill`), and its uncommitted pins are dropped before it
+            // leaves, so none outlives the registration.
+            while slots.fills > 0 {
+                self.idle.wait(&mut slots);
+            }
             slots.pending = (0, 0);
             core::mem::take(&mut slots.pins)
         };
@@ -691,27 +858,60 @@ impl Region {
     }
 }
 
+/// One [`Region::fill`] in progress, counted in `Slots::fills`.
+struct FillGuard<'a>(&'a Region);
+
+impl<'a> FillGuard<'a> {
+    /// Counts a pin round in. Errors: `EFAULT` when the region is dead, `ECANCELED` when it is
+    /// cancelled (teardown sets both before it waits, so no round starts after that).
+    fn enter(region: &'a Region) -> Result<Self> {
+        let mut slots = region.pages.lock();
+        if slots.dead {
+            return Err(EFAULT);
+        }
+        if region.cancelled.load(Ordering::Acquire) {
+            return Err(ECANCELED);
+        }
+        slots.fills += 1;
+        Ok(FillGuard(region))
+    }
+}
+
+impl Drop for FillGuard<'_> {
+    fn drop(&mut self) {
+        let mut slots = self.0.pages.lock();
+        slots.fills -= 1;
+        if slots.fills == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}
+
 /// The owning handle of a registered region: dropping it tears the region down (while the
-/// region's reference count is still held, see the [`Region`] invariants).
-pub(crate) struct Registration(Arc<Region>);
+/// region's reference count is still held, see the [`Region`] invariants), then gives back
+/// the region's slot under the per-process limit.
+pub(crate) struct Registration {
+    region: Arc<Region>,
+    _slot: MmSlot,
+}
 
 impl Registration {
     /// Another reference to the region, for an access that must not hold the caller's lock.
     pub(crate) fn region(&self) -> Arc<Region> {
-        self.0.clone()
+        self.region.clone()
     }
 }
 
 impl core::ops::Deref for Registration {
     type Target = Region;
     fn deref(&self) -> &Region {
-        &self.0
+        &self.region
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.0.teardown();
+        self.region.teardown();
     }
 }
 

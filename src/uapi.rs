@@ -50,6 +50,12 @@ pub(crate) const ATOMIC_CMP_SWAP: u32 = 0;
 pub(crate) const ATOMIC_FETCH_ADD: u32 = 1;
 /// `VAMR_ATOMIC_WRITE`.
 pub(crate) const ATOMIC_WRITE: u32 = 2;
+/// `VAMR_PREFETCH_WRITE`: prefetch pins for writing.
+pub(crate) const PREFETCH_WRITE: u32 = 1 << 0;
+/// `VAMR_PREFETCH_NO_FAULT`: prefetch pins only present pages, never faults.
+pub(crate) const PREFETCH_NO_FAULT: u32 = 1 << 1;
+/// `VAMR_PREFETCH_KNOWN`.
+pub(crate) const PREFETCH_KNOWN: u32 = PREFETCH_WRITE | PREFETCH_NO_FAULT;
 
 /// `VAMR_EVENT_OVERFLOW`: `struct vamr_event.kind` of the lost-records report.
 pub(crate) const EVENT_OVERFLOW: u32 = 0xffff;

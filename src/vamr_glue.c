@@ -190,7 +190,26 @@ EXPORT_SYMBOL_GPL(vamr_region_read);
 EXPORT_SYMBOL_GPL(vamr_region_write);
 EXPORT_SYMBOL_GPL(vamr_region_atomic);
 EXPORT_SYMBOL_GPL(vamr_region_prefetch);
+EXPORT_SYMBOL_GPL(vamr_region_cancel);
 EXPORT_SYMBOL_GPL(vamr_region_stats);
+
+/*
+ * Module parameters. The Rust module! macro registers its parameters with
+ * no sysfs file (perm 0); these need one, readable by anyone and writable
+ * by root at run time, so they are declared here and read through
+ * accessors.
+ */
+#include <linux/moduleparam.h>
+
+static unsigned int max_regions_per_mm = 8192;
+module_param(max_regions_per_mm, uint, 0644);
+MODULE_PARM_DESC(max_regions_per_mm,
+		 "Most regions (/dev/vamr regions and VA MRs together) one process may have; registering more fails with ENOSPC (default 8192)");
+
+unsigned int vamr_max_regions_per_mm(void)
+{
+	return READ_ONCE(max_regions_per_mm);
+}
 
 /* fatal_signal_pending(current): stop a long pin loop when the caller is being killed. */
 bool vamr_fatal_signal_pending(void)

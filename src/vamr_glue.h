@@ -21,6 +21,7 @@ bool vamr_mmu_notifier_range_blockable(const struct mmu_notifier_range *range);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
 bool vamr_fatal_signal_pending(void);
+unsigned int vamr_max_regions_per_mm(void);
 struct workqueue_struct *vamr_alloc_workqueue(void);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages);

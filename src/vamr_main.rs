@@ -16,6 +16,7 @@ use kernel::workqueue::Queue;
 mod api;
 mod device;
 mod events;
+mod limits;
 mod notifier;
 mod pin;
 mod region;
@@ -88,6 +89,7 @@ impl kernel::InPlaceModule for VamrModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
         api::init_registry();
+        limits::init();
         try_pin_init!(Self {
             _wq: RepinQueue::new()?,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),

@@ -37,9 +37,14 @@ struct vamr_region;
  * ib_umem_get() does) and starts following the mapping. Process context of
  * the task owning the memory (e.g. a uverbs reg_mr); sleeps.
  *
+ * Pages of a VMA whose protection refuses the access are skipped a VMA at a
+ * time and stay absent (an access to them fails).
+ *
  * Return: the region, or ERR_PTR(-EINVAL) (len 0, overflow, unknown access
  * bits), ERR_PTR(-EFAULT) (beyond TASK_SIZE, or no mm), ERR_PTR(-ENOMEM)
- * (RLIMIT_MEMLOCK, allocation), ERR_PTR(-EINTR) (fatal signal while pinning).
+ * (RLIMIT_MEMLOCK, allocation), ERR_PTR(-ENOSPC) (the process has
+ * max_regions_per_mm regions, a module parameter), ERR_PTR(-EINTR) (fatal
+ * signal while pinning).
  */
 struct vamr_region *vamr_region_create(unsigned long addr, size_t len, u32 access, u64 cookie);
 
@@ -47,9 +52,10 @@ struct vamr_region *vamr_region_create(unsigned long addr, size_t len, u32 acces
  * vamr_region_destroy - unregister a region and release it
  * @region: from vamr_region_create(); not used again by the caller.
  *
- * Stops following the mapping (waits for a running invalidation), unpins
- * every page and returns the pinned_vm charge. Sleeps. May be called after
- * the owning process exited.
+ * Cancels the region (see vamr_region_cancel()), stops following the mapping
+ * (waits for a running invalidation and for pin rounds in progress, each
+ * bounded by one batch), unpins every page and returns the pinned_vm charge.
+ * Sleeps. May be called after the owning process exited.
  */
 void vamr_region_destroy(struct vamr_region *region);
 
@@ -60,10 +66,12 @@ void vamr_region_destroy(struct vamr_region *region);
  * @buf: kernel buffer of @len bytes.
  * @len: bytes, > 0; any alignment, may cross pages.
  *
- * Copies through the current pins, pinning absent pages on demand.
+ * Copies through the current pins, pinning absent pages on demand (one page
+ * per on-demand pin, so the call is bounded by @len).
  * Return: 0; -EINVAL (outside the range), -EFAULT (nothing mapped at a page,
- * or its protection forbids the access, or the process exited), -EAGAIN
- * (invalidations kept racing), -ENOMEM. On error part may have been copied.
+ * or its protection forbids the access, or the process exited), -ECANCELED
+ * (after vamr_region_cancel()), -EAGAIN (invalidations kept racing),
+ * -ENOMEM. On error part may have been copied.
  */
 int vamr_region_read(struct vamr_region *region, unsigned long addr, void *buf, size_t len);
 
@@ -92,15 +100,39 @@ int vamr_region_atomic(struct vamr_region *region, unsigned long addr, u32 op, u
 		       u64 swap, u64 *orig);
 
 /**
- * vamr_region_prefetch - pin the absent pages of a range now
+ * vamr_region_prefetch - pin the pages of a range now, as ibv_advise_mr() asks
  * @region: the region.
  * @addr: first byte, inside the registered range.
  * @len: bytes, > 0.
+ * @flags: VAMR_PREFETCH_* (include/uapi/misc/vamr.h), the semantics of the
+ *         advice on an ODP MR: 0 = IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH (pin
+ *         for reading, faulting pages in); VAMR_PREFETCH_WRITE = ..._WRITE
+ *         (pin for writing, breaking COW); VAMR_PREFETCH_NO_FAULT =
+ *         ..._NO_FAULT (pin only the pages present now, for reading; never
+ *         faults).
  *
- * So that the next access finds them pinned (ibv_advise_mr prefetch).
- * Return: pages newly pinned (>= 0); -EINVAL, -EFAULT (nothing pinnable).
+ * So that the next access finds them pinned. Bounded: pins in batches of at
+ * most 512 pages, skips holes and VMAs whose protection refuses the access a
+ * VMA at a time, and stops at the next batch after vamr_region_cancel() or a
+ * fatal signal of the calling task. Sleeps.
+ * Return: pages newly pinned (>= 0); -EINVAL (range, flags), -EACCES (WRITE
+ * on a read-only region), -EFAULT (nothing pinnable, not with NO_FAULT),
+ * -ECANCELED, -EINTR, -ENOMEM.
  */
-long vamr_region_prefetch(struct vamr_region *region, unsigned long addr, size_t len);
+long vamr_region_prefetch(struct vamr_region *region, unsigned long addr, size_t len, u32 flags);
+
+/**
+ * vamr_region_cancel - stop every long operation on a region
+ * @region: the region.
+ *
+ * Marks the region cancelled: prefetches, on-demand pins and copies in
+ * progress stop at their next batch or page with -ECANCELED, and every later
+ * access fails with -ECANCELED. Call it at the start of deregistration,
+ * before waiting for users of the MR to drop their references, so that the
+ * wait is short. The region stays valid until vamr_region_destroy(), which
+ * cancels too. Does not sleep; any context.
+ */
+void vamr_region_cancel(struct vamr_region *region);
 
 /**
  * vamr_region_stats - counters of a region

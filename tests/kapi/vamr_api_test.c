@@ -86,6 +86,7 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 	long ret = 0;
 
 	if (cmd != VAMR_API_TEST_STATS && cmd != VAMR_API_TEST_DESTROY &&
+	    cmd != VAMR_API_TEST_CANCEL &&
 	    copy_from_user(&a, (void __user *)arg, sizeof(a)))
 		return -EFAULT;
 
@@ -123,11 +124,14 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 			ret = -EFAULT;
 		break;
 	case VAMR_API_TEST_PREFETCH:
-		ret = vamr_region_prefetch(f->region, a.addr, a.len);
+		ret = vamr_region_prefetch(f->region, a.addr, a.len, a.op);
 		if (ret >= 0) {
 			a.result = ret;
 			ret = copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
 		}
+		break;
+	case VAMR_API_TEST_CANCEL:
+		vamr_region_cancel(f->region);
 		break;
 	case VAMR_API_TEST_STATS:
 		vamr_region_stats(f->region, &c);

@@ -24,5 +24,7 @@ struct vamr_api_test_arg {
 #define VAMR_API_TEST_ATOMIC _IOWR('v', 0xe4, struct vamr_api_test_arg)
 #define VAMR_API_TEST_PREFETCH _IOWR('v', 0xe5, struct vamr_api_test_arg)
 #define VAMR_API_TEST_STATS _IOR('v', 0xe6, struct vamr_counters)
+/* vamr_region_cancel(); the region stays until DESTROY. */
+#define VAMR_API_TEST_CANCEL _IO('v', 0xe7)
 
 #endif

@@ -745,6 +745,100 @@ TEST_F(rdma_va, advise_prefetch)
 	close(fd);
 }
 
+/* Pages of [addr, addr + len) present in the page table (mincore), or -1. */
+static long resident(void *addr, size_t len)
+{
+	unsigned char vec[256];
+	size_t i, n = len / PAGE;
+	long r = 0;
+
+	if (n > sizeof(vec) || mincore(addr, len, vec))
+		return -1;
+	for (i = 0; i < n; i++)
+		r += vec[i] & 1;
+	return r;
+}
+
+/*
+ * The advice is honoured as on an ODP MR: PREFETCH_NO_FAULT faults nothing in
+ * (after munmap + mmap nothing stays resident), PREFETCH pins a read-only
+ * mapping for reading where PREFETCH_WRITE fails. On a normal MR (no ODP, no
+ * VA) every advice fails with EINVAL, synchronous or not (patches/rxe/0001:
+ * rxe used to treat its umem as an ODP umem).
+ */
+TEST_F(rdma_va, advise_flags)
+{
+	size_t n = 64, len = n * PAGE;
+	uint8_t *a = map_anon(len);
+	struct vamr_mr_query q = { 0 };
+	struct ibv_sge sge;
+	struct ibv_mr *mr;
+	int fd = vamr_open(), ret;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_LE(0, fd);
+	memset(a, 7, len);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)a, .length = len, .lkey = mr->lkey };
+	if (variant->mode == NORMAL) {
+		EXPECT_EQ(EINVAL, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH,
+					    IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1));
+		EXPECT_EQ(EINVAL, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+					    0, &sge, 1));
+		/* The MR still works. */
+		EXPECT_EQ((int)CORRECT, (int)peer_write(self, mr, a + 3, 1000, 97));
+		close(fd);
+		return;
+	}
+	ASSERT_EQ(0, munmap(a, len));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	ASSERT_EQ(0, resident(a, len));
+	ret = advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+			IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
+	EXPECT_EQ(0, ret) TH_LOG("NO_FAULT advice: %s", strerror(ret));
+	EXPECT_EQ(0, resident(a, len)) TH_LOG("%s: NO_FAULT faulted pages in", variant->name);
+	if (variant->mode == VA) {
+		q.key = mr->lkey;
+		ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
+		EXPECT_EQ(0u, q.counters.pages_pinned);
+	}
+	/* Now the CPU writes 5 pages: NO_FAULT takes exactly those. */
+	pattern_fill(a, 5 * PAGE, 98, 0);
+	EXPECT_EQ(0, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+			       IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1));
+	EXPECT_EQ(5, resident(a, len));
+	if (variant->mode == VA) {
+		ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
+		EXPECT_EQ(5u, q.counters.pages_pinned);
+	}
+	if (variant->mode != VA) {
+		close(fd);
+		return;
+	}
+	OUTCOME("advise_no_fault", "read", peer_read(self, mr, a + 100, 4 * PAGE, 0, 0),
+		CORRECT, CORRECT, CORRECT);
+	/* Read-only mapping under a writable VA MR: read prefetch pins, write prefetch fails. */
+	ASSERT_EQ(0, mprotect(a, len, PROT_READ));
+	EXPECT_NE(0, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			       IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1));
+	EXPECT_EQ(0, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH,
+			       IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1));
+	ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
+	EXPECT_EQ(n, q.counters.pages_pinned);
+	OUTCOME("advise_read_only", "read", peer_read(self, mr, a + 7, 3 * PAGE, 0, 0),
+		CORRECT, CORRECT, CORRECT);
+	/* A peer WRITE to the read-only mapping fails and changes nothing. */
+	memcpy(self->snap + PAGE, a, len);
+	pattern_fill(self->src, 200, 99, 0);
+	EXPECT_NE(IBV_WC_SUCCESS, rdma_pair_write_sync(&self->pair, 0, self->src,
+						       self->src_mr->lkey, (uintptr_t)a + 50,
+						       mr->rkey, 200, 0));
+	EXPECT_EQ(0, memcmp(self->snap + PAGE, a, len));
+	ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+	close(fd);
+}
+
 /* Deregistration while writes are queued: completions end, nothing leaks. */
 TEST_F(rdma_va, dereg_with_traffic_queued)
 {

@@ -172,12 +172,24 @@ struct vamr_atomic {
  * @addr: in: first byte, inside the registered range.
  * @len: in: bytes, > 0.
  * @handle: in: the region.
- * @flags: in: must be 0.
+ * @flags: in: VAMR_PREFETCH_* bits, the advice of ibv_advise_mr():
+ *         0 pins for reading (IBV_ADVISE_MR_ADVICE_PREFETCH), faulting
+ *         pages in; VAMR_PREFETCH_WRITE pins for writing, breaking COW
+ *         (..._PREFETCH_WRITE; EACCES on a read-only region);
+ *         VAMR_PREFETCH_NO_FAULT pins only pages present in the page table,
+ *         for reading, and never faults (..._PREFETCH_NO_FAULT).
  * @pages: out: pages newly pinned.
  * @reserved: in: must be 0.
- * Errors: as VAMR_IOC_ACCESS; EFAULT only when no page of the range is
- * pinned afterwards.
+ * Errors: as VAMR_IOC_ACCESS; EINVAL for unknown flags or both flags;
+ * EFAULT (without NO_FAULT) only when no page of the range is pinned
+ * afterwards; ECANCELED when the region is being unregistered; EINTR on a
+ * fatal signal. Pages of a VMA whose protection forbids the access are
+ * skipped a VMA at a time.
  */
+#define VAMR_PREFETCH_WRITE (1U << 0)
+#define VAMR_PREFETCH_NO_FAULT (1U << 1)
+#define VAMR_PREFETCH_KNOWN (VAMR_PREFETCH_WRITE | VAMR_PREFETCH_NO_FAULT)
+
 struct vamr_prefetch {
 	__u64 addr;
 	__u64 len;
