@@ -74,7 +74,7 @@
 
 /* An operation that did not run (registration refused or not reached). */
 #define NOT_RUN (-100000)
-/* rxe: a work completion status is reported as WC_BASE + status. */
+/* rxe: a work completion status is reported as WC_BASE + status, none as -errno. */
 #define WC_BASE 1000
 
 enum iface { IF_VAMR, IF_RXE };
@@ -341,9 +341,10 @@ static void render(char *out, size_t n, int rc)
 		snprintf(out, n, "-");
 	else if (rc == 0)
 		snprintf(out, n, "ok");
+	else if (rc >= WC_BASE && (s = wc_name(rc - WC_BASE)))
+		snprintf(out, n, "%s", s);
 	else if (rc >= WC_BASE)
-		(s = wc_name(rc - WC_BASE)) ? snprintf(out, n, "%s", s) :
-					     snprintf(out, n, "wc%d", rc - WC_BASE);
+		snprintf(out, n, "wc%d", rc - WC_BASE);
 	else if (rc < 0)
 		snprintf(out, n, "no-wc:%s", strerrorname_np(-rc) ?: "?");
 	else
@@ -461,6 +462,7 @@ static void run_row(struct __test_metadata *_metadata, FIXTURE_DATA(special) *se
 	/* Read: the destination is poisoned first, so returned data shows. */
 	pattern_fill(self->dst, r->win_len, POISON_SEED, 0);
 	r->read_rc = op_read(_metadata, self, variant, r->win, r->win_len);
+	CHECK(r, COL_READ, r->read_rc >= 0, "no completion");
 	if (!r->read_rc) {
 		CHECK(r, COL_READ, rd != RD_NEVER, "a read of memory the CPU cannot read succeeded");
 		if (r->cpu_visible) {
@@ -479,6 +481,7 @@ static void run_row(struct __test_metadata *_metadata, FIXTURE_DATA(special) *se
 	/* Write. */
 	pattern_fill(self->src, r->win_len, r->seed, 0);
 	r->write_rc = op_write(_metadata, self, variant, r->win, r->win_len);
+	CHECK(r, COL_WRITE, r->write_rc >= 0, "no completion");
 	CHECK(r, COL_WRITE, !r->write_rc == r->write_must, "the write %s",
 	      r->write_rc ? "failed" : "succeeded");
 	if (r->cpu_visible) {
@@ -496,6 +499,7 @@ static void run_row(struct __test_metadata *_metadata, FIXTURE_DATA(special) *se
 	if (r->cpu_visible)
 		before = *r->word;
 	r->atomic_rc = op_fadd(_metadata, self, variant, r->word, ADDEND, &old);
+	CHECK(r, COL_ATOMIC, r->atomic_rc >= 0, "no completion");
 	CHECK(r, COL_ATOMIC, !r->atomic_rc == r->write_must, "the atomic %s",
 	      r->atomic_rc ? "failed" : "succeeded");
 	if (r->cpu_visible) {
