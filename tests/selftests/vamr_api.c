@@ -169,6 +169,38 @@ TEST_F(api, atomics_and_prefetch)
 	munmap(a, len);
 }
 
+/*
+ * vamr_region_cancel(): every later access and prefetch fails with ECANCELED
+ * and changes nothing; the region is still destroyed normally and releases
+ * its pins.
+ */
+TEST_F(api, cancel_stops_every_access)
+{
+	size_t len = 4 * PAGE;
+	uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long vmpin = vamr_vmpin_kb();
+	struct vamr_api_test_arg x;
+
+	ASSERT_NE(MAP_FAILED, a);
+	pattern_fill(a, len, 60, 0);
+	ASSERT_EQ(0, api_create(self->fd, a, len, RW));
+	ASSERT_EQ(0, api_copy(self->fd, 0, a + 10, self->buf, 100));
+	EXPECT_EQ(PATTERN_OK, pattern_check(self->buf, 100, 60, 10));
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_CANCEL));
+	EXPECT_EQ(-ECANCELED, api_copy(self->fd, 0, a + 10, self->buf, 100));
+	pattern_fill(self->buf, 100, 61, 0);
+	EXPECT_EQ(-ECANCELED, api_copy(self->fd, 1, a + 10, self->buf, 100));
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)a, .op = VAMR_ATOMIC_FETCH_ADD };
+	EXPECT_EQ(-ECANCELED, api(self->fd, VAMR_API_TEST_ATOMIC, &x));
+	x = (struct vamr_api_test_arg){ .addr = (uintptr_t)a, .len = len };
+	EXPECT_EQ(-ECANCELED, api(self->fd, VAMR_API_TEST_PREFETCH, &x));
+	EXPECT_EQ(PATTERN_OK, pattern_check(a, len, 60, 0));
+	EXPECT_EQ(vmpin + 16, vamr_vmpin_kb());
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	EXPECT_EQ(vmpin, vamr_vmpin_kb());
+	munmap(a, len);
+}
+
 /* Bad input gets the documented errno; a region left at close is released. */
 TEST_F(api, bad_input_and_close)
 {
