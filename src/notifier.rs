@@ -20,6 +20,40 @@ extern "C" {
     fn vamr_mmu_interval_set_seq(sub: *mut bindings::mmu_interval_notifier, cur_seq: usize);
     fn vamr_mmu_interval_read_retry(sub: *mut bindings::mmu_interval_notifier, seq: usize) -> bool;
     fn vamr_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
+    fn vamr_snapshot(
+        sub: *mut bindings::mmu_interval_notifier,
+        seq: usize,
+        start: usize,
+        npages: usize,
+        hmm_pfns: *mut usize,
+    ) -> i32;
+    fn vamr_hmm_pfn_page(hmm_pfn: usize, write: *mut bool) -> *mut bindings::page;
+}
+
+/// What a page-table snapshot found at one page (see [`IntervalNotifier::snapshot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mapped {
+    /// Nothing usable is mapped (hole, not present, swapped out, special mapping).
+    Nothing,
+    /// This page is mapped; `write` when the mapping allows writing.
+    Page {
+        page: *mut bindings::page,
+        write: bool,
+    },
+}
+
+impl Mapped {
+    /// Decodes one `hmm_pfns` entry filled by [`IntervalNotifier::snapshot`].
+    pub(crate) fn from_hmm_pfn(hmm_pfn: usize) -> Mapped {
+        let mut write = false;
+        // SAFETY: only decodes the bits of `hmm_pfn`; `write` is a valid out pointer.
+        let page = unsafe { vamr_hmm_pfn_page(hmm_pfn, &mut write) };
+        if page.is_null() {
+            Mapped::Nothing
+        } else {
+            Mapped::Page { page, write }
+        }
+    }
 }
 
 /// Why the mapping under a range changes (`enum mmu_notifier_event`).
@@ -67,7 +101,8 @@ impl Event {
         self as usize
     }
 
-    /// Whether the VMA survives the event, so that a re-pin right after it finds pages again.
+    /// Whether the mapping may survive the event, so that pins are kept as suspect and verified
+    /// afterwards; `Unmap` and `Release` take the pages away from the VA for good.
     pub(crate) fn mapping_survives(self) -> bool {
         !matches!(self, Event::Unmap | Event::Release)
     }
@@ -274,6 +309,29 @@ impl IntervalNotifier {
         // (the `insert` contract), and its notifier subscriptions live until the mm is freed.
         // SAFETY: so the call reads valid memory whether or not `inner` is still inserted.
         unsafe { bindings::mmu_interval_read_begin(self.inner.get()) as usize }
+    }
+
+    /// Reads the page table over `[start, start + out.len() * PAGE_SIZE)` without faulting
+    /// anything in and without taking page references (`hmm_range_fault()` with no request
+    /// flags), filling `out` with one `hmm_pfns` entry per page (decode with
+    /// [`Mapped::from_hmm_pfn`]). `seq` comes from [`IntervalNotifier::read_begin`].
+    ///
+    /// Errors: `EBUSY` when an invalidation began since `read_begin` returned `seq` (retry);
+    /// `EFAULT` when the subscription was never inserted; other errors of `hmm_range_fault()`.
+    /// Takes `mmap_lock` for reading; may sleep. The caller must hold a user reference on the
+    /// mm (`mmget`), and must still check [`IntervalNotifier::read_retry`] under its lock
+    /// before it uses the result.
+    pub(crate) fn snapshot(&self, seq: usize, start: usize, out: &mut [usize]) -> Result {
+        if !self.was_inserted.load(Ordering::Acquire) {
+            return Err(EFAULT);
+        }
+        // SAFETY: `inner` was inserted, so its `mm` is the mm the owner grabs for `self`'s whole
+        // life (the `insert` contract), and the caller holds a user reference on it, so its
+        // mappings and `mmap_lock` are live; `out` has room for `out.len()` entries.
+        let ret = unsafe {
+            vamr_snapshot(self.inner.get(), seq, start, out.len(), out.as_mut_ptr())
+        };
+        kernel::error::to_result(ret)
     }
 
     /// `mmu_interval_read_retry()`: true when an invalidation began since `read_begin` returned

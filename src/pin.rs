@@ -24,8 +24,10 @@ pub(crate) const PIN_BATCH: usize = 512;
 /// or by [`PinnedPage::release_in_invalidation`].
 pub(crate) struct PinnedPage {
     page: NonNull<bindings::page>,
-    /// Mark the page dirty before unpinning (the pin allowed writes).
+    /// Mark the page dirty before unpinning (the pin was taken for writing).
     dirty: bool,
+    /// Writes may go through the pin: taken with `FOLL_WRITE` and not downgraded since.
+    write: bool,
 }
 
 // SAFETY: a pin reference may be dropped on any thread (`unpin_user_page` has no thread
@@ -40,10 +42,17 @@ impl PinnedPage {
         self.page.as_ptr()
     }
 
-    /// Whether the page was pinned with `FOLL_WRITE`, so that writes through the pin reach the
-    /// page the process sees (COW broken) and the page is dirtied when unpinned.
+    /// Whether writes may go through the pin: it was taken with `FOLL_WRITE` (COW broken, so
+    /// writes reach the page the process sees) and the mapping still allows writing.
     pub(crate) fn writable(&self) -> bool {
-        self.dirty
+        self.write
+    }
+
+    /// Stops writes through the pin (the page table no longer maps the page writable, e.g.
+    /// after `mprotect(PROT_READ)`); a later write must pin for writing again. The page is
+    /// still dirtied at unpin if the pin was taken for writing.
+    pub(crate) fn forbid_writes(&mut self) {
+        self.write = false;
     }
 
     /// Unpins from inside an invalidate callback, without sleeping: dirties with
@@ -145,7 +154,11 @@ pub(crate) fn pin_user_range(
         };
         // INVARIANT: each page comes with one pin from the call above, now owned by the
         // `PinnedPage`; dropping it unpins.
-        let pinned = PinnedPage { page, dirty: write };
+        let pinned = PinnedPage {
+            page,
+            dirty: write,
+            write,
+        };
         if in_order {
             // Cannot fail: `out` has room for `batch >= got` entries. Were it to fail, the
             // returned value is dropped, which unpins, so nothing leaks.

@@ -6,27 +6,30 @@
 //!
 //! - [`Region::register`] pins what is mapped with `FOLL_LONGTERM` (holes stay absent), charges
 //!   the range to `mm->pinned_vm` and inserts an `mmu_interval_notifier` over it.
-//! - An invalidation unpins the affected pages at once and marks them absent. When the VMA
-//!   survives the event, a work item re-pins them eagerly with the `mmu_interval_read_begin()` /
-//!   `mmu_interval_read_retry()` protocol; otherwise (munmap) the next access pins on demand.
-//! - Accesses (copy, atomics) go through the pins under the region lock, so an invalidation
+//! - An invalidation stops accesses to the affected pages at once but keeps their pins: it
+//!   marks them *suspect* (munmap and process exit unpin at once). The mm's verify work then
+//!   compares each suspect pin with the page table, without faulting (`hmm_range_fault()` with
+//!   no request flags): the same page keeps its pin, another page present is pinned in its
+//!   place, nothing present unpins. Nothing is ever faulted in the background; absent pages
+//!   are pinned by the first access that needs them.
+//! - Accesses (copy, atomics) go through valid pins under the region lock, so an invalidation
 //!   waits for an access in flight and an access never touches a page after its invalidation.
 
 use crate::events::EventQueue;
-use crate::limits::MmSlot;
-use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
-use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage};
+use crate::mm_state::{MmSlot, MmState};
+use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Mapped, Range, SeqToken};
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::mm::{Mm, MmWithUser};
-use kernel::{new_condvar, new_mutex};
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
+use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex};
-use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
+use kernel::{new_condvar, new_mutex};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
@@ -54,8 +57,25 @@ const REPIN_ATTEMPTS: u32 = 16;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum PinCause {
     Register,
-    Eager,
+    /// The verify pass found another page mapped in place of a suspect pin's.
+    Verify,
     OnDemand,
+}
+
+/// One pinned page of a region.
+struct Pin {
+    page: PinnedPage,
+    /// Set by an invalidation over the page: the mapping may have changed, so accesses do not
+    /// use the pin until the verify pass (or an access that pins again) checked it against the
+    /// page table.
+    suspect: bool,
+}
+
+impl Pin {
+    /// Whether an access (a write when `write`) may use the pin as it is.
+    fn usable(&self, write: bool) -> bool {
+        !self.suspect && (!write || self.page.writable())
+    }
 }
 
 /// Direction of a copy.
@@ -118,12 +138,12 @@ struct Slots {
     /// One entry per page of the region; `None` is an absent page. A `KVVec`: 16 bytes per
     /// page, so large regions need more than kmalloc gives. A pin may be a read pin even in a
     /// writable region (read prefetch, on-demand read); writes need a write pin and upgrade.
-    pins: KVVec<Option<PinnedPage>>,
+    pins: KVVec<Option<Pin>>,
     /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
     /// so that no pin round outlives the region's registration.
     fills: usize,
-    /// Page index range `[a, b)` waiting for the eager re-pin work; empty when `a >= b`.
-    pending: (usize, usize),
+    /// Page index range `[a, b)` that holds every suspect pin; empty when `a >= b`.
+    suspect: (usize, usize),
     /// Set by teardown and by `MMU_NOTIFY_RELEASE`: nothing is pinned any more.
     dead: bool,
 }
@@ -138,8 +158,14 @@ struct Slots {
 /// - `notifier` is inserted over the page range from [`Region::register`] until
 ///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown
 ///   (a [`Registration`] owns one reference and tears down in its `Drop`).
-/// - A page in `pages.pins` is the page mapped at its VA since the last invalidation of that VA
-///   that returned; no page is touched after the invalidation that dropped its pin returned.
+/// - A pin in `pages.pins` that is not suspect holds the page mapped at its VA since the last
+///   invalidation of that VA; an invalidation marks the pins it covers suspect (or drops them)
+///   before it returns, and no access uses a suspect pin: so no page is touched after the
+///   invalidation that covered it returned, until the page table was read again and showed the
+///   same page at the VA. Every suspect pin lies in `pages.suspect`, and the region is then
+///   queued on its mm's verify queue (or the pass that will clear it is running).
+/// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
+///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
 ///   that refuses the access in one step, and check for cancellation and fatal signals between
 ///   rounds; when [`Region::teardown`] returns, no [`Region::fill`] runs and no pin is left.
@@ -158,8 +184,13 @@ pub(crate) struct Region {
     /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
     #[pin]
     idle: CondVar,
+    /// Membership in the mm's verify queue ([`MmState`]).
     #[pin]
-    repin_work: Work<Region>,
+    verify_links: ListLinks<0>,
+    #[pin]
+    verify_track: AtomicTracker<0>,
+    /// State shared with the other regions of the mm (verify queue).
+    mm_state: Arc<MmState>,
     /// The address space (`mmgrab` reference: keeps `struct mm_struct`, not the mappings).
     mm: ARef<Mm>,
     /// First registered byte.
@@ -227,66 +258,57 @@ unsafe impl InvalidateHandler for Region {
         }
 
         let (a, b) = self.page_span(range.start(), range.end());
-        let mut dropped = 0u64;
-        for slot in &mut slots.pins[a..b] {
-            if let Some(pin) = slot.take() {
-                pin.release_in_invalidation();
-                dropped += 1;
+        if !event.mapping_survives() {
+            // The pages leave the VA for good (munmap, process exit): unpin now.
+            let mut dropped = 0u64;
+            for slot in &mut slots.pins[a..b] {
+                if let Some(pin) = slot.take() {
+                    pin.page.release_in_invalidation();
+                    dropped += 1;
+                }
             }
+            self.stats.add(Kind::PagesUnpinned, dropped);
+            self.stats.sub(Kind::PagesPinned, dropped);
+            if event == Event::Release {
+                slots.dead = true;
+                slots.suspect = (0, 0);
+            }
+            return true;
         }
-        self.stats.add(Kind::PagesUnpinned, dropped);
-        self.stats.sub(Kind::PagesPinned, dropped);
-
-        if event == Event::Release {
-            slots.dead = true;
-            slots.pending = (0, 0);
-        } else if event.mapping_survives() && !slots.dead && a < b {
-            let (pa, pb) = slots.pending;
-            slots.pending = if pa < pb {
-                (pa.min(a), pb.max(b))
+        // The mapping may stay as it is (a page-table split, write protection, a failed
+        // migration) or change: stop accesses now, keep the pins, and let the verify pass
+        // decide. Our pin keeps each old page allocated meanwhile.
+        let mut marked = false;
+        for pin in slots.pins[a..b].iter_mut().flatten() {
+            pin.suspect = true;
+            marked = true;
+        }
+        if marked && !slots.dead {
+            let (sa, sb) = slots.suspect;
+            slots.suspect = if sa < sb {
+                (sa.min(a), sb.max(b))
             } else {
                 (a, b)
             };
             // SAFETY: `self` lives in an `Arc` (type invariant); it is not dead, so teardown has
             // not run and the `Registration` still holds a reference: the count is not zero.
-            let this: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
-            // Already queued: it will see the merged range. Queueing does not sleep.
-            let _ = region_wq().enqueue(this);
+            let this = unsafe { ArcBorrow::from_raw(self) };
+            self.mm_state.queue(this);
         }
         true
     }
 }
 
-impl_has_work! {
-    impl HasWork<Self> for Region { self.repin_work }
-}
-
-impl WorkItem for Region {
-    type Pointer = Arc<Region>;
-
-    /// The eager re-pin: pins the pages of the pending range again. Runs on the module's
-    /// workqueue; may sleep.
-    fn run(this: Arc<Region>) {
-        let (a, b) = {
-            let mut slots = this.pages.lock();
-            if slots.dead {
-                return;
-            }
-            core::mem::take(&mut slots.pending)
-        };
-        if a >= b {
-            return;
-        }
-        if let Some(mm) = this.mm.mmget_not_zero() {
-            // Failures leave pages absent; the next access pins them on demand.
-            let _ = this.fill(&mm, a, b - a, PinCause::Eager, this.registration_mode());
-        }
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for Region {
+        tracked_by verify_track: AtomicTracker;
     }
 }
 
-/// The module's workqueue for re-pin work, set up at module load.
-fn region_wq() -> &'static workqueue::Queue {
-    crate::workqueue_get()
+kernel::list::impl_list_item! {
+    impl ListItem<0> for Region {
+        using ListLinks { self.verify_links };
+    }
 }
 
 impl Region {
@@ -313,7 +335,8 @@ impl Region {
         events: Option<Arc<EventQueue>>,
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
-        let slot = MmSlot::take(mm)?;
+        let mm_slot = MmSlot::take(mm)?;
+        let mm_state = mm_slot.state().clone();
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
         if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
             return Err(EFAULT);
@@ -329,11 +352,13 @@ impl Region {
             pin_init!(Region {
                 notifier <- IntervalNotifier::new(),
                 pages <- new_mutex!(
-                    Slots { pins, fills: 0, pending: (0, 0), dead: false },
+                    Slots { pins, fills: 0, suspect: (0, 0), dead: false },
                     "vamr_region_pages"
                 ),
                 idle <- new_condvar!("vamr_region_idle"),
-                repin_work <- new_work!("vamr_region_repin"),
+                verify_links <- ListLinks::new(),
+                verify_track <- AtomicTracker::new(),
+                mm_state,
                 mm: ARef::from(&**mm),
                 addr,
                 len,
@@ -365,7 +390,7 @@ impl Region {
         region.stats.add(Kind::Regions, 1);
         let reg = Registration {
             region,
-            _slot: slot,
+            _slot: mm_slot,
         };
         let region = &reg.region;
         // The `Registration` keeps the Arc-pinned region alive until teardown removes the notifier.
@@ -415,7 +440,7 @@ impl Region {
         )
     }
 
-    /// The pin mode of registration and of the eager re-pin: for writing when the region is
+    /// The pin mode of registration: for writing when the region is
     /// writable, as `ib_umem_get()` pins a writable MR.
     fn registration_mode(&self) -> PinMode {
         PinMode {
@@ -443,16 +468,16 @@ impl Region {
     }
 
     /// The next run `[i, j)` within `[idx, end)` of slots that a pin round in `mode` must fill
-    /// (absent, or a read pin where `mode` writes), or `None` when there is none. Errors:
-    /// `EFAULT` when the region is dead.
+    /// (absent, suspect, or a read pin where `mode` writes), or `None` when there is none.
+    /// Errors: `EFAULT` when the region is dead.
     fn next_gap(&self, idx: usize, end: usize, mode: PinMode) -> Result<Option<(usize, usize)>> {
         let slots = self.pages.lock();
         if slots.dead {
             return Err(EFAULT);
         }
-        let needs = |p: &Option<PinnedPage>| match p {
+        let needs = |p: &Option<Pin>| match p {
             None => true,
-            Some(pin) => mode.write && !pin.writable(),
+            Some(pin) => !pin.usable(mode.write),
         };
         let Some(i) = (idx..end).find(|&i| needs(&slots.pins[i])) else {
             return Ok(None);
@@ -527,7 +552,7 @@ impl Region {
             idx += 1;
         }
         match cause {
-            PinCause::Eager => self.stats.add(Kind::EagerRepins, committed as u64),
+            PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
             PinCause::OnDemand => self.stats.add(Kind::OnDemandRepins, committed as u64),
             PinCause::Register => {}
         }
@@ -537,10 +562,127 @@ impl Region {
         Ok(committed)
     }
 
-    /// Commits `pins` (the pages from index `idx` on) into the absent slots, unless an
-    /// invalidation began since `read_begin` returned `seq`. Returns the number committed, or
-    /// `None` when the round must be retried. Pins not committed are dropped after the lock is
-    /// released. Errors: `EFAULT` (dead region), `ENOMEM`.
+    /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
+    /// every suspect pin against the page table, a batch of [`PIN_BATCH`] pages at a time, and
+    /// keeps it (the same page is mapped; a write pin whose page is no longer mapped writable
+    /// loses its write permission), replaces it (another page is present: pinned with
+    /// `FOLL_NOFAULT`) or unpins it (nothing present: the process released the page, which
+    /// stays released). Never faults memory in and never waits for a userfault. Bounded as
+    /// [`Region::fill`]; stops when the region is cancelled. May sleep.
+    pub(crate) fn verify(&self, mm: &MmWithUser) {
+        let Ok(_active) = FillGuard::enter(self) else {
+            return;
+        };
+        let (a, b) = {
+            let mut slots = self.pages.lock();
+            core::mem::take(&mut slots.suspect)
+        };
+        let mut i = a;
+        while i < b {
+            if self.cancelled.load(Ordering::Acquire) {
+                return;
+            }
+            let j = (i + PIN_BATCH).min(b);
+            if self.verify_batch(mm, i, j).is_err() {
+                return;
+            }
+            i = j;
+        }
+    }
+
+    /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see
+    /// [`Region::verify`]. Errors: `EFAULT` (dead), `ENOMEM`, `ECANCELED`, `EINTR`.
+    fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> Result {
+        let n = j - i;
+        let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL)?;
+        // Unpinned after the lock is released; room for every pin of the batch.
+        let mut gone: KVec<PinnedPage> = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut attempts = 0;
+        let (kept, swap) = loop {
+            attempts += 1;
+            let seq = self.notifier.read_begin();
+            let snap = self.notifier.snapshot(seq, self.start + i * PAGE_SIZE, &mut pfns);
+            let mut slots = self.pages.lock();
+            if slots.dead {
+                return Err(EFAULT);
+            }
+            let stale = match snap {
+                Ok(()) => self.notifier.read_retry(seq),
+                Err(EBUSY) => true,
+                // Cannot read the page table: treat every suspect pin as gone.
+                Err(_) => {
+                    pfns.iter_mut().for_each(|p| *p = 0);
+                    false
+                }
+            };
+            if stale && attempts < REPIN_ATTEMPTS {
+                drop(slots);
+                self.stats.add(Kind::RepinRetries, 1);
+                continue;
+            }
+            let mut kept = 0u64;
+            // First and last index + 1 of the pins replaced by another present page.
+            let mut swap = (usize::MAX, 0);
+            for k in i..j {
+                let Some(pin) = &mut slots.pins[k] else {
+                    continue;
+                };
+                if !pin.suspect {
+                    continue;
+                }
+                let mapped = if stale {
+                    // Invalidations kept racing: nothing is known, drop the pin.
+                    Mapped::Nothing
+                } else {
+                    Mapped::from_hmm_pfn(pfns[k - i])
+                };
+                match mapped {
+                    Mapped::Page { page, write } if page == pin.page.as_ptr() => {
+                        pin.suspect = false;
+                        if !write {
+                            pin.page.forbid_writes();
+                        }
+                        kept += 1;
+                    }
+                    other => {
+                        if let Some(old) = slots.pins[k].take() {
+                            // Cannot fail: `gone` has room for every pin of the batch.
+                            let _ = gone.push_within_capacity(old.page);
+                        }
+                        if matches!(other, Mapped::Page { .. }) {
+                            swap = (swap.0.min(k), k + 1);
+                        }
+                    }
+                }
+            }
+            break (kept, swap);
+        };
+        let dropped = gone.len() as u64;
+        drop(gone);
+        self.stats.add(Kind::PinsKept, kept);
+        self.stats.add(Kind::PagesUnpinned, dropped);
+        self.stats.sub(Kind::PagesPinned, dropped);
+        if swap.0 < swap.1 {
+            // Pin the pages mapped now in place of the old ones, without faulting: what is not
+            // present stays absent and is pinned by the next access that needs it.
+            let mode = PinMode {
+                write: self.access.write,
+                nofault: true,
+            };
+            match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
+                Ok(_) | Err(EFAULT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits `pins` (the pages from index `idx` on) into the absent slots, in place of
+    /// suspect pins, and in place of read pins when they are write pins, unless an invalidation
+    /// began since `read_begin` returned `seq` (then every pin of the round is the page mapped
+    /// now). Returns the number committed, or `None` when the round must be retried. Pins not
+    /// committed, and the pins replaced, are dropped after the lock is released. Errors:
+    /// `EFAULT` (dead region), `ENOMEM`.
     fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
         // Room for the duplicates, allocated before the lock (no allocation under it).
         let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
@@ -559,15 +701,19 @@ impl Region {
             let slot = &mut slots.pins[idx + i];
             match slot {
                 None => {
-                    *slot = Some(pin);
+                    *slot = Some(Pin {
+                        page: pin,
+                        suspect: false,
+                    });
                     committed += 1;
                     added += 1;
                 }
-                Some(old) if pin.writable() && !old.writable() => {
-                    // A write pin replaces a read pin of the same VA (both are the page mapped
-                    // now: no invalidation began since `seq`). Cannot fail: `extra` has room
-                    // for every pin.
-                    let _ = extra.push_within_capacity(core::mem::replace(old, pin));
+                Some(old) if old.suspect || (pin.writable() && !old.page.writable()) => {
+                    // The new pin is the page mapped now (no invalidation began since `seq`):
+                    // it replaces a suspect pin, or a read pin when it is a write pin. Cannot
+                    // fail: `extra` has room for every pin.
+                    let _ = extra.push_within_capacity(core::mem::replace(&mut old.page, pin));
+                    old.suspect = false;
                     committed += 1;
                 }
                 Some(_) => {
@@ -605,9 +751,9 @@ impl Region {
                     return Err(ECANCELED);
                 }
                 match &slots.pins[idx] {
-                    Some(pin) if !write || pin.writable() => {
+                    Some(pin) if pin.usable(write) => {
                         // A pinned page pointer is never NULL.
-                        let page = NonNull::new(pin.as_ptr()).ok_or(EFAULT)?;
+                        let page = NonNull::new(pin.page.as_ptr()).ok_or(EFAULT)?;
                         return Ok(f(page));
                     }
                     _ => {}
@@ -798,8 +944,8 @@ impl Region {
     /// Returns the pages newly pinned (or upgraded to write pins).
     ///
     /// Errors: as [`Region::copy_bounced`]'s range checks; `EACCES` for a write prefetch of a
-    /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned
-    /// afterwards (nothing mapped or accessible); `ECANCELED`, `EINTR`, `ENOMEM`. Sleeps;
+    /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned as
+    /// asked afterwards (nothing mapped, or the protection refuses the access); `ECANCELED`, `EINTR`, `ENOMEM`. Sleeps;
     /// bounded as [`Region::fill`].
     pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> Result<usize> {
         if how.write && !self.access.write {
@@ -821,7 +967,8 @@ impl Region {
             return Ok(pinned);
         }
         let slots = self.pages.lock();
-        if slots.dead || slots.pins[a..b].iter().all(|p| p.is_none()) {
+        let usable = |p: &Option<Pin>| matches!(p, Some(pin) if pin.usable(how.write));
+        if slots.dead || !slots.pins[a..b].iter().any(usable) {
             return Err(EFAULT);
         }
         Ok(pinned)
@@ -847,7 +994,7 @@ impl Region {
             while slots.fills > 0 {
                 self.idle.wait(&mut slots);
             }
-            slots.pending = (0, 0);
+            slots.suspect = (0, 0);
             core::mem::take(&mut slots.pins)
         };
         let dropped = pins.iter().filter(|p| p.is_some()).count();
@@ -994,7 +1141,7 @@ mod tests {
     }
 
     #[test]
-    fn events_that_keep_the_mapping_repin_eagerly() {
+    fn only_unmap_and_release_drop_pins_at_once() {
         assert!(!Event::Unmap.mapping_survives());
         assert!(!Event::Release.mapping_survives());
         for e in [

@@ -19,10 +19,11 @@ pub(crate) enum Kind {
     Regions,
     /// Invalidations that the handler refused because the range was not blockable.
     InvalidationsRefused,
-    /// Pages unpinned because of an invalidation.
+    /// Pins released because the page left the VA (munmap, or the verify pass found another
+    /// page or none).
     PagesUnpinned,
-    /// Pages re-pinned by the eager re-pin work item.
-    EagerRepins,
+    /// Pins the verify pass took for another page present at the VA.
+    PinsSwapped,
     /// Pages pinned on demand, by an access that found them absent.
     OnDemandRepins,
     /// Re-pin rounds thrown away because an invalidation raced with them.
@@ -33,11 +34,18 @@ pub(crate) enum Kind {
     BytesRead,
     /// Bytes copied into regions (including atomics).
     BytesWritten,
+    /// Pins the verify pass kept (the same page was still mapped).
+    PinsKept,
+}
+
+impl Kind {
+    /// Number of kinds.
+    const COUNT: usize = Kind::PinsKept as usize + 1;
 }
 
 /// One set of counters.
 pub(crate) struct Counters {
-    by_kind: [AtomicU64; 10],
+    by_kind: [AtomicU64; Kind::COUNT],
     invalidations: [AtomicU64; Event::COUNT],
 }
 
@@ -48,7 +56,7 @@ impl Counters {
     /// All zero.
     pub(crate) const fn new() -> Self {
         Counters {
-            by_kind: [const { AtomicU64::new(0) }; 10],
+            by_kind: [const { AtomicU64::new(0) }; Kind::COUNT],
             invalidations: [const { AtomicU64::new(0) }; Event::COUNT],
         }
     }
@@ -89,12 +97,13 @@ impl Counters {
             invalidations: inv,
             invalidations_refused: k(Kind::InvalidationsRefused),
             pages_unpinned: k(Kind::PagesUnpinned),
-            eager_repins: k(Kind::EagerRepins),
+            pins_swapped: k(Kind::PinsSwapped),
             ondemand_repins: k(Kind::OnDemandRepins),
             repin_retries: k(Kind::RepinRetries),
             access_faults: k(Kind::AccessFaults),
             bytes_read: k(Kind::BytesRead),
             bytes_written: k(Kind::BytesWritten),
+            pins_kept: k(Kind::PinsKept),
         }
     }
 }

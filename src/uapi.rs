@@ -13,7 +13,7 @@ use kernel::prelude::*;
 use kernel::transmute::{AsBytes, FromBytes};
 
 /// ABI version reported by `VAMR_IOC_QUERY`; bumped on an incompatible change.
-pub(crate) const ABI_VERSION: u32 = 1;
+pub(crate) const ABI_VERSION: u32 = 2;
 
 /// ioctl type byte (unassigned in `Documentation/userspace-api/ioctl/ioctl-number.rst`).
 pub(crate) const IOCTL_TYPE: u32 = 0xBB;
@@ -108,12 +108,13 @@ abi_struct! {
         invalidations: [u64; notifier::Event::COUNT],
         invalidations_refused: u64,
         pages_unpinned: u64,
-        eager_repins: u64,
+        pins_swapped: u64,
         ondemand_repins: u64,
         repin_retries: u64,
         access_faults: u64,
         bytes_read: u64,
         bytes_written: u64,
+        pins_kept: u64,
     }
     /// `struct vamr_stats`.
     Stats { handle: u32, flags: u32, generation: u64, counters: Counters }

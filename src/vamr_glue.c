@@ -47,7 +47,7 @@ static_assert(sizeof(struct vamr_register) == 40);
 static_assert(sizeof(struct vamr_access) == 32);
 static_assert(sizeof(struct vamr_atomic) == 40);
 static_assert(sizeof(struct vamr_prefetch) == 32);
-static_assert(sizeof(struct vamr_stats) == 16 + 8 * (10 + VAMR_EVENT_COUNT));
+static_assert(sizeof(struct vamr_stats) == 16 + 8 * (11 + VAMR_EVENT_COUNT));
 static_assert(sizeof(struct vamr_event) == 40);
 
 /* The uverbs extension bit must stay in the optional access range. */
@@ -79,6 +79,51 @@ bool vamr_mmu_notifier_range_blockable(const struct mmu_notifier_range *range)
 	return mmu_notifier_range_blockable(range);
 }
 
+/*
+ * The verify pass (src/region.rs): a snapshot of the page table over
+ * [start, start + npages * PAGE_SIZE) of the notifier's mm that faults
+ * nothing in and takes no page reference: hmm_range_fault() with no request
+ * flags, as umem_odp.c's no-fault prefetch does. Fills @hmm_pfns (npages
+ * entries). Returns 0, -EBUSY when an invalidation of the subscription began
+ * since mmu_interval_read_begin() returned @seq, or another errno of
+ * hmm_range_fault(). Takes mmap_lock for reading; the caller holds a
+ * reference on the mm (mmget) and the notifier's memory (mmgrab).
+ */
+#include <linux/hmm.h>
+#include <linux/mmap_lock.h>
+
+int vamr_snapshot(struct mmu_interval_notifier *sub, unsigned long seq, unsigned long start,
+		  unsigned long npages, unsigned long *hmm_pfns)
+{
+	struct hmm_range range = {
+		.notifier = sub,
+		.notifier_seq = seq,
+		.start = start,
+		.end = start + (npages << PAGE_SHIFT),
+		.hmm_pfns = hmm_pfns,
+		.default_flags = 0,
+		.pfn_flags_mask = 0,
+	};
+	int ret;
+
+	mmap_read_lock(sub->mm);
+	ret = hmm_range_fault(&range);
+	mmap_read_unlock(sub->mm);
+	return ret;
+}
+
+/*
+ * The page an entry of vamr_snapshot() maps, or NULL when nothing usable is
+ * mapped there; *write tells whether it is mapped writable.
+ */
+struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
+{
+	if (!(hmm_pfn & HMM_PFN_VALID) || (hmm_pfn & HMM_PFN_ERROR))
+		return NULL;
+	*write = hmm_pfn & HMM_PFN_WRITE;
+	return hmm_pfn_to_page(hmm_pfn);
+}
+
 /* RLIMIT_MEMLOCK of current, in pages (the unit of mm->pinned_vm). */
 unsigned long vamr_memlock_limit_pages(void)
 {
@@ -86,7 +131,7 @@ unsigned long vamr_memlock_limit_pages(void)
 }
 
 /*
- * The module's own workqueue for the eager re-pin work: destroying it at
+ * The module's own workqueue for the per-mm verify work: destroying it at
  * module exit drains every queued work item before the code goes away.
  */
 struct workqueue_struct *vamr_alloc_workqueue(void)

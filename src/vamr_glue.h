@@ -9,6 +9,7 @@
 #include <linux/types.h>
 
 struct mm_struct;
+struct page;
 struct mmu_interval_notifier;
 struct mmu_notifier_range;
 struct workqueue_struct;
@@ -18,6 +19,9 @@ struct poll_table_struct;
 void vamr_mmu_interval_set_seq(struct mmu_interval_notifier *sub, unsigned long cur_seq);
 bool vamr_mmu_interval_read_retry(struct mmu_interval_notifier *sub, unsigned long seq);
 bool vamr_mmu_notifier_range_blockable(const struct mmu_notifier_range *range);
+int vamr_snapshot(struct mmu_interval_notifier *sub, unsigned long seq, unsigned long start,
+		  unsigned long npages, unsigned long *hmm_pfns);
+struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
 bool vamr_fatal_signal_pending(void);

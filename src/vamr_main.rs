@@ -16,7 +16,7 @@ use kernel::workqueue::Queue;
 mod api;
 mod device;
 mod events;
-mod limits;
+mod mm_state;
 mod notifier;
 mod pin;
 mod region;
@@ -35,7 +35,7 @@ extern "C" {
     fn vamr_alloc_workqueue() -> *mut bindings::workqueue_struct;
 }
 
-/// The module's workqueue (eager re-pin work). Set by [`RepinQueue::new`] before `/dev/vamr`
+/// The module's workqueue (the per-mm verify work). Set by [`RepinQueue::new`] before `/dev/vamr`
 /// exists, cleared after it is gone.
 static WORKQUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -89,7 +89,7 @@ impl kernel::InPlaceModule for VamrModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
         api::init_registry();
-        limits::init();
+        mm_state::init();
         try_pin_init!(Self {
             _wq: RepinQueue::new()?,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),

@@ -4,9 +4,11 @@
  * drivers (rdma_rxe is the first consumer).
  *
  * A region is a user VA range of one process whose pinned pages always are the
- * pages mapped there now: vamr watches it with an mmu_interval_notifier, drops
- * stale pins at every invalidation and re-pins (eagerly when the VMA survives,
- * on the next access otherwise). A driver copies to and from a region by user
+ * pages mapped there now: vamr watches it with an mmu_interval_notifier; an
+ * invalidation stops accesses to the pages it covers, and a verify pass then
+ * keeps the pins whose page is still mapped, replaces those whose page changed
+ * and drops those whose page is gone (never faulting memory in); absent pages
+ * are pinned by the next access that needs them. A driver copies to and from a region by user
  * VA, never by page list, so it cannot reach pages the process no longer maps.
  * See Documentation/vamr.rst.
  *

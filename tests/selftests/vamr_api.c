@@ -100,7 +100,7 @@ TEST_F(api, copy_follows_the_mapping)
 	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_STATS, &c));
 	EXPECT_LE(1u, c.invalidations[VAMR_EVENT_UNMAP]);
 	EXPECT_LE(1u, c.invalidations[VAMR_EVENT_CLEAR]);
-	EXPECT_LE(8u, c.ondemand_repins + c.eager_repins);
+	EXPECT_LE(8u, c.ondemand_repins + c.pins_swapped);
 	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
 	EXPECT_EQ(vmpin, vamr_vmpin_kb());
 	munmap(a, len);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +124,48 @@ static inline uint64_t vamr_wait_pinned(int fd, uint32_t handle, uint64_t pages,
 		nanosleep(&ts, NULL);
 	}
 	return s.counters.pages_pinned;
+}
+
+/*
+ * Wait (up to timeout_ms) until the counter at byte offset `off` of the
+ * region's struct vamr_counters reaches `want` (e.g. the verify pass ran).
+ * Returns the last value seen.
+ */
+static inline uint64_t vamr_wait_counter(int fd, uint32_t handle, size_t off, uint64_t want,
+					 int timeout_ms)
+{
+	struct vamr_stats s;
+	struct timespec ts = { 0, 1000000 };
+	uint64_t v = (uint64_t)-1;
+	int i;
+
+	for (i = 0; i <= timeout_ms; i++) {
+		if (vamr_stats(fd, handle, &s))
+			return (uint64_t)-1;
+		memcpy(&v, (char *)&s.counters + off, sizeof(v));
+		if (v == want)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	return v;
+}
+
+/* A field of /proc/self/status ("VmPin", "RssAnon", ...), in kB, or -1. */
+static inline long vamr_status_kb(const char *field)
+{
+	char line[256], name[64];
+	long kb = -1, v;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63[^:]: %ld kB", name, &v) == 2 && !strcmp(name, field)) {
+			kb = v;
+			break;
+		}
+	fclose(f);
+	return kb;
 }
 
 /* VmPin of /proc/self/status, in kB (mm->pinned_vm), or -1. */

@@ -928,19 +928,19 @@ TEST_F_TIMEOUT(vamr_limits, access_races_mremap_replacement, 60)
 
 	ASSERT_EQ(0, vamr_stats(self->fd, h, &s));
 	TH_LOG("region: generation %llu, invalidations unmap %llu clear %llu, unpinned %llu, "
-	       "eager %llu, on demand %llu, retries %llu, faults %llu",
+	       "swapped %llu, on demand %llu, retries %llu, faults %llu",
 	       (unsigned long long)s.generation,
 	       (unsigned long long)s.counters.invalidations[VAMR_EVENT_UNMAP],
 	       (unsigned long long)s.counters.invalidations[VAMR_EVENT_CLEAR],
 	       (unsigned long long)s.counters.pages_unpinned,
-	       (unsigned long long)s.counters.eager_repins,
+	       (unsigned long long)s.counters.pins_swapped,
 	       (unsigned long long)s.counters.ondemand_repins,
 	       (unsigned long long)s.counters.repin_retries,
 	       (unsigned long long)s.counters.access_faults);
 	EXPECT_LE((uint64_t)c.iterations, s.generation);
 	EXPECT_LE((uint64_t)c.iterations, sum_invalidations(&s.counters));
 	EXPECT_LT(0ull, s.counters.pages_unpinned);
-	EXPECT_LT(0ull, s.counters.eager_repins + s.counters.ondemand_repins);
+	EXPECT_LT(0ull, s.counters.pins_swapped + s.counters.ondemand_repins);
 	EXPECT_EQ((uint64_t)CHURN_PAGES, s.counters.pages_pinned);
 	EXPECT_EQ(efaults, s.counters.access_faults);
 

@@ -15,7 +15,7 @@
 #include <linux/types.h>
 
 /* ABI version reported by VAMR_IOC_QUERY; bumped on incompatible change. */
-#define VAMR_ABI_VERSION 1
+#define VAMR_ABI_VERSION 2
 
 /* ioctl type byte; unassigned in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define VAMR_IOCTL_TYPE 0xBB
@@ -218,13 +218,19 @@ enum vamr_event_kind {
  * @regions: live regions (1 for a region).
  * @invalidations: invalidations by enum vamr_event_kind.
  * @invalidations_refused: non-blockable invalidations refused (lock busy).
- * @pages_unpinned: pages unpinned by invalidations.
- * @eager_repins: pages re-pinned by the eager re-pin work after an invalidation.
+ * @pages_unpinned: pins released because the page left the VA: munmap, or
+ *                  the verify pass found another page or none mapped there.
+ * @pins_swapped: pins the verify pass took for another page present at the
+ *                VA after an invalidation (never faulting it in).
  * @ondemand_repins: pages pinned on demand by an access or a prefetch.
- * @repin_retries: pin rounds thrown away because an invalidation raced.
+ * @repin_retries: pin or verify rounds thrown away because an invalidation
+ *                 raced.
  * @access_faults: accesses that found nothing mapped (EFAULT).
  * @bytes_read: bytes copied out of regions.
  * @bytes_written: bytes copied into regions, atomics included.
+ * @pins_kept: pins the verify pass kept after an invalidation because the
+ *             same page was still mapped at the VA (a page-table split,
+ *             write protection, a failed migration...).
  */
 struct vamr_counters {
 	__u64 pages_pinned;
@@ -232,12 +238,13 @@ struct vamr_counters {
 	__u64 invalidations[VAMR_EVENT_COUNT];
 	__u64 invalidations_refused;
 	__u64 pages_unpinned;
-	__u64 eager_repins;
+	__u64 pins_swapped;
 	__u64 ondemand_repins;
 	__u64 repin_retries;
 	__u64 access_faults;
 	__u64 bytes_read;
 	__u64 bytes_written;
+	__u64 pins_kept;
 };
 
 /* struct vamr_event.kind of the record that reports lost records. */
