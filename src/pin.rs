@@ -12,6 +12,30 @@ use kernel::mm::virt::{flags, VmaRef};
 use kernel::mm::MmWithUser;
 use kernel::prelude::*;
 
+// Declarations: src/vamr_glue.h.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn vamr_pin_user_pages(
+        mm: *mut bindings::mm_struct,
+        start: usize,
+        npages: usize,
+        gup_flags: u32,
+        pages: *mut *mut bindings::page,
+        owner: bool,
+    ) -> isize;
+    fn vamr_fault_in(mm: *mut bindings::mm_struct, addr: usize, write: bool) -> i32;
+}
+
+/// Faults the page at `addr` of `mm` in (for writing when `write`) without pinning it, waiting
+/// for a userfaultfd handler if the VMA has one (`fixup_user_fault()` with retry). Used by a
+/// fault request on behalf of an access that cannot wait itself. Errors: `EFAULT`, `EINTR`,
+/// `ENOMEM`... Context: a work item or process context, may sleep for as long as the handler
+/// takes (or until the userfaultfd is closed).
+pub(crate) fn fault_in(mm: &MmWithUser, addr: usize, write: bool) -> Result {
+    // SAFETY: `mm` has a user reference (`MmWithUser`).
+    kernel::error::to_result(unsafe { vamr_fault_in(mm.as_raw(), addr, write) })
+}
+
 /// Most pages pinned by one [`pin_user_range`] call: bounds the temporary arrays (4 KiB of page
 /// pointers, 8 KiB of pins) and the work lost when an invalidation races with a pin round.
 pub(crate) const PIN_BATCH: usize = 512;
@@ -91,15 +115,25 @@ pub(crate) struct PinMode {
     pub(crate) write: bool,
     /// `FOLL_NOFAULT`: pin only pages present in the page table; never fault one in.
     pub(crate) nofault: bool,
+    /// The caller runs in the owner's process context and may wait for any fault, a
+    /// userfault included (killable). Otherwise (a device task, a work item) a page of a
+    /// userfaultfd-registered VMA that needs a fault makes the pin fail with `EBUSY` instead
+    /// of waiting (see [`crate::region`]'s fault requests).
+    pub(crate) owner: bool,
 }
 
 /// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
 /// and stops at the first page that cannot be pinned. `start` must be page aligned and
 /// `npages > 0`. `mode` selects `FOLL_WRITE` and `FOLL_NOFAULT`; `FOLL_LONGTERM` is always set.
 ///
+/// GUP may drop `mmap_lock` and retry (`VM_FAULT_RETRY`), so userfaultfd MISSING, MINOR and
+/// WP faults reach their handler: an `owner` caller waits for it (killable); any other caller
+/// gets `EBUSY` for such a page instead of waiting.
+///
 /// Returns the pins (at least one). Errors: when the first page fails, the error of
 /// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, the protection forbids the
-/// access, or with `nofault` the page is not present), `ENOMEM`, `EINTR`, `EHWPOISON`, ...
+/// access, or with `nofault` the page is not present), `EBUSY` (a userfault that a non-owner
+/// caller must not wait for), `ENOMEM`, `EINTR` (fatal signal), `EHWPOISON`, ...
 /// Context: process or work item, may sleep; takes `mmap_lock` for reading. Must not be called
 /// with a region lock held: the pin can fault and trigger invalidations of the region.
 pub(crate) fn pin_user_range(
@@ -119,20 +153,16 @@ pub(crate) fn pin_user_range(
     let batch = npages.min(PIN_BATCH);
     let mut raw: KVec<*mut bindings::page> = KVec::with_capacity(batch, GFP_KERNEL)?;
     let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL)?;
-    let ret = {
-        let _mmap = mm.mmap_read_lock();
-        // SAFETY: `mm` has a user reference (`MmWithUser`) and its mmap lock is held for reading;
-        // `raw` has room for `batch` pointers; `locked` is NULL, so GUP keeps the lock held.
-        unsafe {
-            bindings::pin_user_pages_remote(
-                mm.as_raw(),
-                start,
-                batch,
-                flags,
-                raw.as_mut_ptr(),
-                core::ptr::null_mut(),
-            )
-        }
+    // SAFETY: `mm` has a user reference (`MmWithUser`); `raw` has room for `batch` pointers.
+    let ret = unsafe {
+        vamr_pin_user_pages(
+            mm.as_raw(),
+            start,
+            batch,
+            flags,
+            raw.as_mut_ptr(),
+            mode.owner,
+        )
     };
     if ret <= 0 {
         return Err(if ret < 0 {

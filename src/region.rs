@@ -29,6 +29,7 @@ use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use kernel::{new_condvar, new_mutex};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
@@ -63,7 +64,7 @@ enum PinCause {
 }
 
 /// One pinned page of a region.
-struct Pin {
+struct PagePin {
     page: PinnedPage,
     /// Set by an invalidation over the page: the mapping may have changed, so accesses do not
     /// use the pin until the verify pass (or an access that pins again) checked it against the
@@ -71,7 +72,7 @@ struct Pin {
     suspect: bool,
 }
 
-impl Pin {
+impl PagePin {
     /// Whether an access (a write when `write`) may use the pin as it is.
     fn usable(&self, write: bool) -> bool {
         !self.suspect && (!write || self.page.writable())
@@ -138,7 +139,7 @@ struct Slots {
     /// One entry per page of the region; `None` is an absent page. A `KVVec`: 16 bytes per
     /// page, so large regions need more than kmalloc gives. A pin may be a read pin even in a
     /// writable region (read prefetch, on-demand read); writes need a write pin and upgrade.
-    pins: KVVec<Option<Pin>>,
+    pins: KVVec<Option<PagePin>>,
     /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
     /// so that no pin round outlives the region's registration.
     fills: usize,
@@ -146,6 +147,9 @@ struct Slots {
     suspect: (usize, usize),
     /// Set by teardown and by `MMU_NOTIFY_RELEASE`: nothing is pinned any more.
     dead: bool,
+    /// Fault requests finished so far (see [`Region::wait_for_fault`]); waiters sleep on
+    /// [`Region::fault_done`] until it moves.
+    faults_done: u64,
 }
 
 /// A registered VA range with virtual-address semantics.
@@ -184,6 +188,9 @@ pub(crate) struct Region {
     /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
     #[pin]
     idle: CondVar,
+    /// Signalled when a fault request finished and when the region is cancelled.
+    #[pin]
+    fault_done: CondVar,
     /// Membership in the mm's verify queue ([`MmState`]).
     #[pin]
     verify_links: ListLinks<0>,
@@ -352,10 +359,11 @@ impl Region {
             pin_init!(Region {
                 notifier <- IntervalNotifier::new(),
                 pages <- new_mutex!(
-                    Slots { pins, fills: 0, suspect: (0, 0), dead: false },
+                    Slots { pins, fills: 0, suspect: (0, 0), dead: false, faults_done: 0 },
                     "vamr_region_pages"
                 ),
                 idle <- new_condvar!("vamr_region_idle"),
+                fault_done <- new_condvar!("vamr_region_fault_done"),
                 verify_links <- ListLinks::new(),
                 verify_track <- AtomicTracker::new(),
                 mm_state,
@@ -446,6 +454,7 @@ impl Region {
         PinMode {
             write: self.access.write,
             nofault: false,
+            owner: true,
         }
     }
 
@@ -453,6 +462,52 @@ impl Region {
     /// not sleep; the region stays registered until [`Region::teardown`].
     pub(crate) fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
+        // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
+        let _guard = self.pages.lock();
+        self.fault_done.notify_all();
+    }
+
+    /// Whether current runs in the region's address space (the owner's process context, where
+    /// waiting for a fault, a userfault included, is killable and safe).
+    fn current_is_owner(&self) -> bool {
+        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+    }
+
+    /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits
+    /// until it was handled, for an access that must not wait on a userfault itself (a device
+    /// task: nothing could wake it if the process never answers). The wait ends when the
+    /// request finished (success or not: the caller pins again), or with `ECANCELED` when the
+    /// region is cancelled (deregistration), or `EFAULT` when it is dead. The request holds a
+    /// reference to the region and the mm; if the handler never answers it ends when the
+    /// process closes its userfaultfd (at exit at the latest). Sleeps.
+    fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
+        // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference to
+        // the registration (it is accessing the region), so the count is not zero.
+        let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
+        let va = self.start + idx * PAGE_SIZE;
+        let ticket = self.pages.lock().faults_done;
+        let request = KBox::pin_init(
+            pin_init!(FaultRequest {
+                region,
+                va,
+                write,
+                work <- new_work!("vamr_fault_request"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let _ = crate::workqueue_get().enqueue(request);
+        self.stats.add(Kind::FaultRequests, 1);
+        let mut slots = self.pages.lock();
+        while slots.faults_done == ticket {
+            if slots.dead {
+                return Err(EFAULT);
+            }
+            if self.cancelled.load(Ordering::Acquire) {
+                return Err(ECANCELED);
+            }
+            self.fault_done.wait(&mut slots);
+        }
+        Ok(())
     }
 
     /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
@@ -475,7 +530,7 @@ impl Region {
         if slots.dead {
             return Err(EFAULT);
         }
-        let needs = |p: &Option<Pin>| match p {
+        let needs = |p: &Option<PagePin>| match p {
             None => true,
             Some(pin) => !pin.usable(mode.write),
         };
@@ -668,6 +723,7 @@ impl Region {
             let mode = PinMode {
                 write: self.access.write,
                 nofault: true,
+                owner: false,
             };
             match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
                 Ok(_) | Err(EFAULT) => {}
@@ -701,7 +757,7 @@ impl Region {
             let slot = &mut slots.pins[idx + i];
             match slot {
                 None => {
-                    *slot = Some(Pin {
+                    *slot = Some(PagePin {
                         page: pin,
                         suspect: false,
                     });
@@ -763,8 +819,17 @@ impl Region {
             let mode = PinMode {
                 write,
                 nofault: false,
+                owner: self.current_is_owner(),
             };
-            if let Err(e) = self.fill(&mm, idx, 1, PinCause::OnDemand, mode) {
+            let pinned = self.fill(&mm, idx, 1, PinCause::OnDemand, mode);
+            drop(mm);
+            if pinned == Err(EBUSY) {
+                // A userfault that this context must not wait for: a work item delivers it
+                // to the handler, and this access waits for it, cancellably.
+                self.wait_for_fault(idx, write)?;
+                continue;
+            }
+            if let Err(e) = pinned {
                 if e == EFAULT {
                     self.stats.add(Kind::AccessFaults, 1);
                 }
@@ -957,6 +1022,7 @@ impl Region {
         let mode = PinMode {
             write: how.write,
             nofault: how.nofault,
+            owner: self.current_is_owner(),
         };
         let pinned = match self.fill(&mm, a, b - a, PinCause::OnDemand, mode) {
             Ok(n) => n,
@@ -967,7 +1033,7 @@ impl Region {
             return Ok(pinned);
         }
         let slots = self.pages.lock();
-        let usable = |p: &Option<Pin>| matches!(p, Some(pin) if pin.usable(how.write));
+        let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
         if slots.dead || !slots.pins[a..b].iter().any(usable) {
             return Err(EFAULT);
         }
@@ -1002,6 +1068,42 @@ impl Region {
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
         PinnedVmCharge::release(&self.mm, self.npages);
+    }
+}
+
+/// A fault delivered from the module's workqueue on behalf of an access that must not wait
+/// on a userfault itself (see [`Region::wait_for_fault`]).
+#[pin_data]
+struct FaultRequest {
+    region: Arc<Region>,
+    /// The page to fault in (page aligned).
+    va: usize,
+    write: bool,
+    #[pin]
+    work: Work<FaultRequest>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for FaultRequest { self.work }
+}
+
+impl WorkItem for FaultRequest {
+    type Pointer = Pin<KBox<FaultRequest>>;
+
+    /// Faults the page in, waiting for the userfaultfd handler if needed (or until the
+    /// process closes its userfaultfd), then wakes the waiting access. Holds the region (not
+    /// its registration) and, while faulting, a user reference on the mm.
+    fn run(this: Pin<KBox<FaultRequest>>) {
+        let region = &this.region;
+        if !region.cancelled.load(Ordering::Acquire) {
+            if let Some(mm) = region.mm.mmget_not_zero() {
+                // Failures are seen by the access, which pins again.
+                let _ = crate::pin::fault_in(&mm, this.va, this.write);
+            }
+        }
+        let mut slots = region.pages.lock();
+        slots.faults_done += 1;
+        region.fault_done.notify_all();
     }
 }
 

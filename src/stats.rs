@@ -36,11 +36,13 @@ pub(crate) enum Kind {
     BytesWritten,
     /// Pins the verify pass kept (the same page was still mapped).
     PinsKept,
+    /// Faults delivered from a work item for an access that could not wait on a userfault.
+    FaultRequests,
 }
 
 impl Kind {
     /// Number of kinds.
-    const COUNT: usize = Kind::PinsKept as usize + 1;
+    const COUNT: usize = Kind::FaultRequests as usize + 1;
 }
 
 /// One set of counters.
@@ -104,6 +106,7 @@ impl Counters {
             bytes_read: k(Kind::BytesRead),
             bytes_written: k(Kind::BytesWritten),
             pins_kept: k(Kind::PinsKept),
+            fault_requests: k(Kind::FaultRequests),
         }
     }
 }

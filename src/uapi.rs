@@ -115,6 +115,7 @@ abi_struct! {
         bytes_read: u64,
         bytes_written: u64,
         pins_kept: u64,
+        fault_requests: u64,
     }
     /// `struct vamr_stats`.
     Stats { handle: u32, flags: u32, generation: u64, counters: Counters }

@@ -47,7 +47,7 @@ static_assert(sizeof(struct vamr_register) == 40);
 static_assert(sizeof(struct vamr_access) == 32);
 static_assert(sizeof(struct vamr_atomic) == 40);
 static_assert(sizeof(struct vamr_prefetch) == 32);
-static_assert(sizeof(struct vamr_stats) == 16 + 8 * (11 + VAMR_EVENT_COUNT));
+static_assert(sizeof(struct vamr_stats) == 16 + 8 * (12 + VAMR_EVENT_COUNT));
 static_assert(sizeof(struct vamr_event) == 40);
 
 /* The uverbs extension bit must stay in the optional access range. */
@@ -122,6 +122,59 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
 		return NULL;
 	*write = hmm_pfn & HMM_PFN_WRITE;
 	return hmm_pfn_to_page(hmm_pfn);
+}
+
+/*
+ * pin_user_pages_remote() with a 'locked' argument, so that GUP may drop
+ * mmap_lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach their
+ * handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing". An
+ * @owner caller (the process's own context) waits for any fault, killably.
+ * Any other caller (a device task, a work item) must not wait on a userfault
+ * it cannot be woken from: for a userfaultfd-registered VMA it asks
+ * FOLL_NOWAIT, so such a fault ends the call with -EBUSY and is delivered by
+ * vamr_fault_in() from a work item instead. Returns the pages pinned or an
+ * errno; takes and releases mmap_lock for reading.
+ */
+#include <linux/userfaultfd_k.h>
+
+long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
+			 unsigned int gup_flags, struct page **pages, bool owner)
+{
+	struct vm_area_struct *vma;
+	int locked = 1;
+	long ret;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	if (!owner && !(gup_flags & FOLL_NOFAULT)) {
+		vma = vma_lookup(mm, start);
+		if (vma && userfaultfd_armed(vma))
+			gup_flags |= FOLL_NOWAIT;
+	}
+	ret = pin_user_pages_remote(mm, start, npages, gup_flags, pages, &locked);
+	if (locked)
+		mmap_read_unlock(mm);
+	/* GUP reports a FOLL_NOWAIT fault that would have to wait as 0 pages. */
+	if (ret == 0 && (gup_flags & FOLL_NOWAIT))
+		return -EBUSY;
+	return ret;
+}
+
+/*
+ * Fault the page at @addr in (for writing when @write), waiting for a
+ * userfaultfd handler if there is one: fixup_user_fault() with retry, as
+ * futexes do. Returns 0 or an errno.
+ */
+int vamr_fault_in(struct mm_struct *mm, unsigned long addr, bool write)
+{
+	bool unlocked = false;
+	int ret;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	ret = fixup_user_fault(mm, addr, write ? FAULT_FLAG_WRITE : 0, &unlocked);
+	mmap_read_unlock(mm);
+	return ret;
 }
 
 /* RLIMIT_MEMLOCK of current, in pages (the unit of mm->pinned_vm). */

@@ -231,6 +231,8 @@ enum vamr_event_kind {
  * @pins_kept: pins the verify pass kept after an invalidation because the
  *             same page was still mapped at the VA (a page-table split,
  *             write protection, a failed migration...).
+ * @fault_requests: faults that an access which must not wait on a userfault
+ *                  itself (a device task) had delivered from a work item.
  */
 struct vamr_counters {
 	__u64 pages_pinned;
@@ -245,6 +247,7 @@ struct vamr_counters {
 	__u64 bytes_read;
 	__u64 bytes_written;
 	__u64 pins_kept;
+	__u64 fault_requests;
 };
 
 /* struct vamr_event.kind of the record that reports lost records. */
