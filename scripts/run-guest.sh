@@ -37,7 +37,7 @@ boot() { # accel timeout-seconds
 	{ timeout -k 10 "$tmo" qemu-system-x86_64 \
 		"${accel_opts[@]}" -smp 2 -m 2G \
 		-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initrd" \
-		-append "console=ttyS0 panic=-1 oops=panic vamr_guest_mode=$mode" \
+		-append "console=ttyS0 panic=-1 oops=panic numa=fake=2 vamr_guest_mode=$mode" \
 		-nic none -display none -monitor none -no-reboot \
 		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
 		</dev/null; } 2>"$logdir/qemu.log" || rc=$?
