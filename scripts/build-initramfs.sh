@@ -19,6 +19,9 @@ testdir=$(realpath "$3") demodir=$(realpath "$4")
 kver=$(cat "$kdir/include/config/kernel.release")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
+# mktemp makes the directory 0700; as the guest's "/" that would lock every
+# non-root process out of the whole file system.
+chmod 0755 "$stage"
 
 mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,lib,lib64,etc,proc,sys,dev,tmp,run,tests,demo}
 

@@ -294,6 +294,7 @@ impl VamrFile {
         if req.flags & !(uapi::EVENTS_NONBLOCK | uapi::EVENTS_CLOEXEC) != 0 {
             return Err(EINVAL);
         }
+        self.check_mm()?;
         let nonblock = req.flags & uapi::EVENTS_NONBLOCK != 0;
         let cloexec = req.flags & uapi::EVENTS_CLOEXEC != 0;
         // The reply goes out before the descriptor is installed: a caller that cannot learn
@@ -331,6 +332,7 @@ impl VamrFile {
         if req.flags != 0 {
             return Err(EINVAL);
         }
+        self.check_mm()?;
         if req.handle == uapi::STATS_GLOBAL {
             req.generation = 0;
             req.counters = stats::GLOBAL.snapshot();

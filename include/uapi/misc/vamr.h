@@ -202,12 +202,14 @@ struct vamr_prefetch {
 /* Invalidation kinds, the index into struct vamr_counters.invalidations. */
 enum vamr_event_kind {
 	VAMR_EVENT_UNMAP = 0,      /* munmap */
-	VAMR_EVENT_CLEAR,          /* MADV_DONTNEED, truncate, hole punch, mremap source */
+	VAMR_EVENT_CLEAR,          /* MADV_DONTNEED, truncate, hole punch, mremap source,
+				    * page-table splits, compaction and NUMA migration,
+				    * THP collapse, KSM, COW */
 	VAMR_EVENT_PROTECTION_VMA, /* mprotect */
 	VAMR_EVENT_PROTECTION_PAGE,/* write protection: fork, KSM */
 	VAMR_EVENT_SOFT_DIRTY,
 	VAMR_EVENT_RELEASE,        /* process exit */
-	VAMR_EVENT_MIGRATE,        /* migration, compaction, THP collapse */
+	VAMR_EVENT_MIGRATE,        /* migration to and from device memory */
 	VAMR_EVENT_EXCLUSIVE,      /* device-exclusive access, and any other */
 	VAMR_EVENT_COUNT,
 };
@@ -287,7 +289,7 @@ struct vamr_event {
  *      records (EINVAL for a buffer smaller than one), blocking unless
  *      O_NONBLOCK (EAGAIN); poll() reports EPOLLIN while records are queued.
  *      Every events file of one /dev/vamr file reads the same queue.
- * Errors: EINVAL (flags), EMFILE, ENOMEM.
+ * Errors: EINVAL (flags), EPERM (another address space), EMFILE, ENOMEM.
  */
 struct vamr_events_open {
 	__u32 flags;
@@ -325,7 +327,8 @@ struct vamr_mr_query {
  * @flags: in: must be 0.
  * @generation: out: invalidations that overlapped the region (0 for global).
  * @counters: out.
- * Errors: ENOENT (handle), EINVAL (flags).
+ * Errors: ENOENT (handle), EINVAL (flags), EPERM (the caller is not in the
+ * address space that opened the file, as for every region ioctl).
  */
 struct vamr_stats {
 	__u32 handle;
