@@ -222,14 +222,14 @@ static int qp_to_rtr(struct rdma_pair *p, struct ibv_qp *qp,
 				       IBV_QP_MIN_RNR_TIMER));
 }
 
-static int qp_to_rts(struct ibv_qp *qp, uint32_t sq_psn)
+static int qp_to_rts(struct rdma_pair *p, struct ibv_qp *qp, uint32_t sq_psn)
 {
 	struct ibv_qp_attr attr;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
-	attr.timeout = 14;
-	attr.retry_cnt = 7;
+	attr.timeout = p->timeout ? p->timeout : RDMA_PAIR_DEFAULT_ACK_TIMEOUT;
+	attr.retry_cnt = p->retry_cnt ? p->retry_cnt : RDMA_PAIR_DEFAULT_RETRY_CNT;
 	attr.rnr_retry = 7;
 	attr.sq_psn = sq_psn & PSN_MASK;
 	attr.max_rd_atomic = 4;
@@ -256,7 +256,7 @@ static int connect_pair(struct rdma_pair *p)
 			return rc;
 	}
 	for (i = 0; i < 2; i++) {
-		rc = qp_to_rts(p->qp[i], p->psn[i]);
+		rc = qp_to_rts(p, p->qp[i], p->psn[i]);
 		if (rc)
 			return rc;
 	}
@@ -741,6 +741,15 @@ static int recover_once(struct rdma_pair *p, int attempt)
 	 * task) then finds the state it would set anyway.  Give it a moment.
 	 */
 	for (i = 0; i < 2; i++) {
+		/*
+		 * A QP that an earlier attempt left in RESET stays there
+		 * (RESET -> ERR is not a valid transition).
+		 */
+		rc = rdma_pair_qp_state(p, i);
+		if (rc < 0)
+			return rc;
+		if (rc == IBV_QPS_RESET)
+			continue;
 		rc = qp_to_err(p->qp[i]);
 		if (rc)
 			return rc;

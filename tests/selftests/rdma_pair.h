@@ -33,6 +33,10 @@
 #define RDMA_PAIR_QUEUE_DEPTH		64
 #define RDMA_PAIR_CQ_DEPTH		128
 #define RDMA_PAIR_DEFAULT_TIMEOUT_MS	5000
+/* Local ACK timeout of the QPs: 4.096 us * 2^14, about 67 ms. */
+#define RDMA_PAIR_DEFAULT_ACK_TIMEOUT	14
+/* Transport retries (IBV_QP_RETRY_CNT); rxe never gives up at 7. */
+#define RDMA_PAIR_DEFAULT_RETRY_CNT	7
 /* How long rdma_pair_open() waits for the port / the GID to show up. */
 #define RDMA_PAIR_GID_WAIT_MS		3000
 
@@ -52,6 +56,14 @@ struct rdma_pair {
 	union ibv_gid gid;		/* that GID (used as sgid and dgid) */
 	enum ibv_mtu mtu;		/* IBV_MTU_1024 */
 	uint32_t psn[2];		/* current initial send PSN of qp[i] */
+	/*
+	 * Local ACK timeout (IBV_QP_TIMEOUT) and transport retry count
+	 * (IBV_QP_RETRY_CNT) used when the QPs are (re)connected; 0 means
+	 * RDMA_PAIR_DEFAULT_ACK_TIMEOUT, RDMA_PAIR_DEFAULT_RETRY_CNT. Set them,
+	 * then rdma_pair_recover().
+	 */
+	uint8_t timeout;
+	uint8_t retry_cnt;
 };
 
 /*
