@@ -19,7 +19,7 @@ use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
 use kernel::new_spinlock;
-use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
 
 extern "C" {
     fn vamr_max_regions_per_mm() -> u32;
@@ -36,6 +36,11 @@ pub(crate) fn max_regions_per_mm() -> usize {
 /// Most regions one run of the verify work handles before it queues itself again, so that
 /// one run is bounded even while the process keeps invalidating.
 const VERIFY_PER_RUN: usize = 64;
+
+/// How long (jiffies) the verify work waits after the first invalidation of a burst: the
+/// system call that caused it (munmap, mprotect, madvise) finishes first and its other
+/// invalidations join the same pass instead of contending for `mmap_lock` with it.
+const VERIFY_DELAY: usize = 1;
 
 /// One entry of [`REGISTRY`]: the regions of an mm and its shared state.
 struct Entry {
@@ -71,11 +76,11 @@ pub(crate) struct MmState {
     #[pin]
     pending: SpinLock<List<Region>>,
     #[pin]
-    work: Work<MmState>,
+    work: DelayedWork<MmState>,
 }
 
-impl_has_work! {
-    impl HasWork<Self> for MmState { self.work }
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self> for MmState { self.work }
 }
 
 impl MmState {
@@ -85,8 +90,8 @@ impl MmState {
         if let Some(item) = ListArc::try_from_arc_borrow(region) {
             self.pending.lock().push_back(item);
         }
-        // Already queued: it will see the region. Queueing does not sleep.
-        let _ = crate::workqueue_get().enqueue(self.clone());
+        // Already queued: it will see the region. Queueing does not sleep or allocate.
+        let _ = crate::workqueue_get().enqueue_delayed(self.clone(), VERIFY_DELAY);
     }
 }
 
@@ -159,7 +164,7 @@ impl MmSlot {
             pin_init!(MmState {
                 mm: ARef::from(mm),
                 pending <- new_spinlock!(List::new(), "vamr_mm_pending"),
-                work <- new_work!("vamr_mm_verify"),
+                work <- new_delayed_work!("vamr_mm_verify"),
             }),
             GFP_KERNEL,
         )?;

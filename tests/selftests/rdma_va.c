@@ -839,6 +839,114 @@ TEST_F(rdma_va, advise_flags)
 	close(fd);
 }
 
+/* MR counters by key (VA mode), after the verify pass settled (100 ms without change). */
+static struct vamr_counters mr_settled(int fd, struct ibv_mr *mr)
+{
+	struct vamr_mr_query q = { .key = mr->lkey }, r;
+	int quiet = 0, i;
+
+	vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q);
+	for (i = 0; i < 3000 && quiet < 100; i++) {
+		usleep(1000);
+		r = (struct vamr_mr_query){ .key = mr->lkey };
+		vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &r);
+		quiet = r.counters.pins_kept == q.counters.pins_kept &&
+			r.counters.pages_unpinned == q.counters.pages_unpinned &&
+			r.counters.pins_swapped == q.counters.pins_swapped ? quiet + 1 : 0;
+		q = r;
+	}
+	return q.counters;
+}
+
+/*
+ * VMA splits under a 16 MiB VA MR — a one-page munmap, a one-page mprotect
+ * and back, a guard page — change no pin but the page concerned: the peer's
+ * WRITEs and READs next to it need no new pin and see what the CPU sees; the
+ * peer cannot write the read-only page nor read the guard page.
+ */
+TEST_F(rdma_va, splits_keep_pins)
+{
+	size_t len = 16 << 20, huge = 2 << 20, hole = 3 * (huge / PAGE) + 21;
+	uint8_t *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *a;
+	struct vamr_counters c;
+	struct ibv_mr *mr;
+	int fd = vamr_open();
+
+	VA_ONLY();
+	ASSERT_NE(MAP_FAILED, raw);
+	ASSERT_LE(0, fd);
+	a = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(huge - 1));
+	madvise(a, len, MADV_NOHUGEPAGE);
+	pattern_fill(a, len, 120, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	/* munmap of one page. */
+	ASSERT_EQ(0, munmap(a + hole * PAGE, PAGE));
+	c = mr_settled(fd, mr);
+	EXPECT_EQ(1u, c.pages_unpinned);
+	EXPECT_EQ(0u, c.pins_swapped);
+	EXPECT_LE(511u, c.pins_kept);
+	OUTCOME("split_munmap", "write", peer_write(self, mr, a + (hole + 1) * PAGE + 5, 3000, 121),
+		CORRECT, CORRECT, CORRECT);
+	OUTCOME("split_munmap", "read", peer_read(self, mr, a + (hole - 2) * PAGE, 2 * PAGE, 0, 0),
+		CORRECT, CORRECT, CORRECT);
+	c = mr_settled(fd, mr);
+	EXPECT_EQ(0u, c.ondemand_repins) TH_LOG("accesses next to the split pinned again");
+	/* mprotect of one page: read-only, then back. */
+	ASSERT_EQ(0, mprotect(a + (hole + 40) * PAGE, PAGE, PROT_READ));
+	memcpy(self->snap + PAGE, a + (hole + 40) * PAGE, PAGE);
+	pattern_fill(self->src, 200, 122, 0);
+	EXPECT_NE(IBV_WC_SUCCESS, rdma_pair_write_sync(&self->pair, 0, self->src,
+						       self->src_mr->lkey,
+						       (uintptr_t)a + (hole + 40) * PAGE + 9,
+						       mr->rkey, 200, 0));
+	EXPECT_EQ(0, memcmp(self->snap + PAGE, a + (hole + 40) * PAGE, PAGE));
+	ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+	ASSERT_EQ(0, mprotect(a + (hole + 40) * PAGE, PAGE, PROT_READ | PROT_WRITE));
+	OUTCOME("split_mprotect", "write",
+		peer_write(self, mr, a + (hole + 40) * PAGE + 9, 200, 123), CORRECT, CORRECT, CORRECT);
+	c = mr_settled(fd, mr);
+	EXPECT_EQ(1u, c.pages_unpinned);
+	EXPECT_GE(1u, c.ondemand_repins) TH_LOG("only the page made writable again is pinned again");
+	/* A guard page: only it is lost. */
+	if (!madvise(a + (hole + 80) * PAGE, PAGE, 102 /* MADV_GUARD_INSTALL */)) {
+		OUTCOME("split_guard", "read",
+			peer_read(self, mr, a + (hole + 81) * PAGE, PAGE, 0, 0), CORRECT, CORRECT, CORRECT);
+		c = mr_settled(fd, mr);
+		EXPECT_EQ(2u, c.pages_unpinned);
+		EXPECT_NE(IBV_WC_SUCCESS, rdma_pair_read_sync(&self->pair, 0, self->dst,
+							      self->dst_mr->lkey,
+							      (uintptr_t)a + (hole + 80) * PAGE,
+							      mr->rkey, 64, 0));
+		ASSERT_EQ(0, rdma_pair_recover(&self->pair));
+	}
+	close(fd);
+}
+
+/*
+ * MADV_FREE then MADV_PAGEOUT: whatever happens to the lazily freed pages, the
+ * peer reads what the CPU reads, and writes where it looks.
+ */
+TEST_F(rdma_va, free_pageout)
+{
+	size_t len = 32 * PAGE;
+	uint8_t *a = map_anon(len);
+	struct ibv_mr *mr;
+
+	VA_ONLY();
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 124, 0);
+	mr = reg_target(self, variant, a, len);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, madvise(a, len, MADV_FREE));
+	madvise(a, len, 21 /* MADV_PAGEOUT */);
+	OUTCOME("free_pageout", "read", peer_read(self, mr, a + 100, 8 * PAGE, 124, 100),
+		CORRECT, CORRECT, CORRECT);
+	OUTCOME("free_pageout", "write", peer_write(self, mr, a + 10 * PAGE + 3, 2000, 125),
+		CORRECT, CORRECT, CORRECT);
+}
+
 /* Deregistration while writes are queued: completions end, nothing leaks. */
 TEST_F(rdma_va, dereg_with_traffic_queued)
 {
