@@ -16,12 +16,17 @@ use core::ffi::c_void;
 use kernel::error::from_err_ptr;
 use kernel::mm::Mm;
 use kernel::prelude::*;
+use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
+
+/// Driver regions by cookie (the driver's MR key); a key may repeat across devices and
+/// processes, so each entry holds the (few) regions with that key.
+type Registry = RBTree<u64, KVec<Arc<Region>>>;
 
 kernel::sync::global_lock! {
     // SAFETY: initialized by `init_registry` in module init, before `/dev/vamr` exists and
     // before any symbol of the API can be called (consumers load after vamr.ko's init).
-    unsafe(uninit) static DRIVER_REGIONS: Mutex<KVec<Arc<Region>>> = KVec::new();
+    unsafe(uninit) static DRIVER_REGIONS: Mutex<Option<Registry>> = None;
 }
 
 /// Initializes [`DRIVER_REGIONS`]. Called once, from module init.
@@ -30,15 +35,48 @@ pub(crate) fn init_registry() {
     unsafe { DRIVER_REGIONS.init() };
 }
 
-/// The driver region of `mm` whose cookie (a driver's MR key) is `key`, if any.
+/// The driver region of `mm` whose cookie (a driver's MR key) is `key`, if any. `O(log n)`
+/// in the number of keys.
 ///
 /// Lock rules of [`DRIVER_REGIONS`]: held only to add, remove or look up an entry; never taken
 /// by the invalidate path, so allocating under it is fine.
 pub(crate) fn find_driver_region(mm: &Mm, key: u32) -> Option<Arc<Region>> {
-    let list = DRIVER_REGIONS.lock();
-    list.iter()
-        .find(|r| r.is_of(mm) && r.cookie() == u64::from(key))
+    let guard = DRIVER_REGIONS.lock();
+    guard
+        .as_ref()?
+        .get(&u64::from(key))?
+        .iter()
+        .find(|r| r.is_of(mm))
         .cloned()
+}
+
+/// Adds `region` to [`DRIVER_REGIONS`] under its cookie. Errors: `ENOMEM`.
+fn registry_add(region: Arc<Region>) -> Result {
+    let key = region.cookie();
+    let mut guard = DRIVER_REGIONS.lock();
+    let tree = guard.get_or_insert_with(RBTree::new);
+    if let Some(list) = tree.get_mut(&key) {
+        return list.push(region, GFP_KERNEL).map_err(Into::into);
+    }
+    let mut list = KVec::with_capacity(1, GFP_KERNEL)?;
+    list.push(region, GFP_KERNEL)?;
+    tree.try_create_and_insert(key, list, GFP_KERNEL)?;
+    Ok(())
+}
+
+/// Takes `region` out of [`DRIVER_REGIONS`]; returns the registry's reference to it.
+fn registry_remove(region: &Arc<Region>) -> Option<Arc<Region>> {
+    let key = region.cookie();
+    let mut guard = DRIVER_REGIONS.lock();
+    let tree = guard.as_mut()?;
+    let list = tree.get_mut(&key)?;
+    let i = list.iter().position(|r| Arc::ptr_eq(r, region))?;
+    let taken = list.remove(i).ok();
+    if list.is_empty() {
+        // The last region with this key: the entry goes.
+        drop(tree.remove_node(&key));
+    }
+    taken
 }
 
 /// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`Registration`].
@@ -69,7 +107,7 @@ extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32, cookie: u
         let reg = Region::register(mm, addr, len, access, cookie, 0, None)?;
         let region = reg.region();
         let boxed = KBox::new(reg, GFP_KERNEL)?;
-        DRIVER_REGIONS.lock().push(region, GFP_KERNEL)?;
+        registry_add(region)?;
         Ok(KBox::into_raw(boxed).cast())
     };
     match create() {
@@ -87,13 +125,7 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
             // SAFETY: `p` came from `KBox::into_raw` in `vamr_region_create`, and the caller
             // gives up its only reference; dropping the registration tears the region down.
             let reg = unsafe { KBox::from_raw(p.cast::<Registration>()) };
-            let listed = {
-                let mut list = DRIVER_REGIONS.lock();
-                let region = reg.region();
-                list.iter()
-                    .position(|r| Arc::ptr_eq(r, &region))
-                    .and_then(|i| list.remove(i).ok())
-            };
+            let listed = registry_remove(&reg.region());
             // Teardown sleeps: after the registry lock is released.
             drop(reg);
             drop(listed);

@@ -108,6 +108,36 @@ impl Drop for PinnedPage {
     }
 }
 
+/// Unpins `pins` in batches of up to 64 pages with one `unpin_user_pages_dirty_lock()` call
+/// each (pages pinned for writing are dirtied), instead of one call per page. Outside
+/// invalidations only: may sleep on folio locks, so no region lock may be held.
+pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) {
+    const N: usize = 64;
+    let mut batch = [[core::ptr::null_mut::<bindings::page>(); N]; 2];
+    let mut len = [0usize; 2];
+    let flush = |b: &mut [*mut bindings::page; N], n: &mut usize, dirty: bool| {
+        if *n > 0 {
+            // SAFETY: each of the first `n` entries holds one pin that its `PinnedPage` gave up
+            // (see below); each is released exactly once, here.
+            unsafe { bindings::unpin_user_pages_dirty_lock(b.as_mut_ptr(), *n, dirty) };
+            *n = 0;
+        }
+    };
+    for pin in pins {
+        let pin = core::mem::ManuallyDrop::new(pin);
+        let k = usize::from(pin.dirty);
+        // The pin now belongs to the batch (`ManuallyDrop` keeps `Drop` from releasing it).
+        batch[k][len[k]] = pin.page.as_ptr();
+        len[k] += 1;
+        if len[k] == N {
+            flush(&mut batch[k], &mut len[k], k == 1);
+        }
+    }
+    for k in 0..2 {
+        flush(&mut batch[k], &mut len[k], k == 1);
+    }
+}
+
 /// How a pin round takes its pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PinMode {

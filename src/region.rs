@@ -60,7 +60,11 @@ enum PinCause {
     Register,
     /// The verify pass found another page mapped in place of a suspect pin's.
     Verify,
+    /// A prefetch: pages that cannot be pinned are skipped.
     OnDemand,
+    /// An access: pins from its current page to the end of the access, and stops at the first
+    /// page that cannot be pinned (the access fails there).
+    Access,
 }
 
 /// One pinned page of a region.
@@ -579,6 +583,14 @@ impl Region {
                 let va = self.start + idx * PAGE_SIZE;
                 let pins = match pin_user_range(mm, va, gap_end - idx, mode) {
                     Ok(pins) => pins,
+                    Err(e) if e == EFAULT && cause == PinCause::Access => {
+                        // The access fails at this page; what was pinned before it stays.
+                        if committed == 0 && idx == first {
+                            self.stats.add(Kind::AccessFaults, 1);
+                            return Err(EFAULT);
+                        }
+                        break 'pages;
+                    }
                     Err(e) if e == EFAULT => {
                         // Skip the page, the hole after it up to the next VMA, or the whole
                         // VMA when its protection refuses the access.
@@ -608,7 +620,9 @@ impl Region {
         }
         match cause {
             PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
-            PinCause::OnDemand => self.stats.add(Kind::OnDemandRepins, committed as u64),
+            PinCause::OnDemand | PinCause::Access => {
+                self.stats.add(Kind::OnDemandRepins, committed as u64)
+            }
             PinCause::Register => {}
         }
         if committed == 0 && faulted {
@@ -785,8 +799,10 @@ impl Region {
     }
 
     /// Runs `f` on the pinned page with index `idx`, pinning it on demand first (for writing
-    /// when `write`, upgrading a read pin), with the region lock held (so no invalidation can
-    /// unpin it meanwhile). `f` must not sleep, allocate or touch user memory.
+    /// when `write`, upgrading a read pin) together with the pages of the same access up to
+    /// index `last` (at most [`PIN_BATCH`] in one GUP call), with the region lock held (so no
+    /// invalidation can unpin it meanwhile). `f` must not sleep, allocate or touch user
+    /// memory.
     ///
     /// Errors: `EFAULT` when nothing is mapped there, the protection forbids the access, or the
     /// region is dead (process exit); `ECANCELED` once the region is cancelled (deregistration);
@@ -794,6 +810,7 @@ impl Region {
     fn with_page<R>(
         &self,
         idx: usize,
+        last: usize,
         write: bool,
         f: impl FnOnce(NonNull<bindings::page>) -> R,
     ) -> Result<R> {
@@ -821,7 +838,8 @@ impl Region {
                 nofault: false,
                 owner: self.current_is_owner(),
             };
-            let pinned = self.fill(&mm, idx, 1, PinCause::OnDemand, mode);
+            let count = (last + 1 - idx).min(PIN_BATCH);
+            let pinned = self.fill(&mm, idx, count, PinCause::Access, mode);
             drop(mm);
             if pinned == Err(EBUSY) {
                 // A userfault that this context must not wait for: a work item delivers it
@@ -829,12 +847,7 @@ impl Region {
                 self.wait_for_fault(idx, write)?;
                 continue;
             }
-            if let Err(e) = pinned {
-                if e == EFAULT {
-                    self.stats.add(Kind::AccessFaults, 1);
-                }
-                return Err(e);
-            }
+            pinned?;
         }
         Err(EAGAIN)
     }
@@ -850,15 +863,15 @@ impl Region {
     }
 
     /// Moves `n` bytes between the pinned page `idx` (from byte `in_page`) and `io`'s buffer,
-    /// under the region lock, pinning the page on demand first. Errors: see
-    /// [`Region::with_page`].
+    /// under the region lock, pinning the page on demand first (with the rest of the access, up
+    /// to page `last`). Errors: see [`Region::with_page`].
     ///
     /// The callers split copies at page boundaries, so `[in_page, in_page + n)` lies in the
     /// page. User space and devices may access the page at the same time; as for every copy to
     /// or from user memory, that is outside Rust's model (no Rust reference to it exists).
-    fn page_io(&self, idx: usize, in_page: usize, n: usize, io: PageIo) -> Result {
+    fn page_io(&self, idx: usize, last: usize, in_page: usize, n: usize, io: PageIo) -> Result {
         let write = matches!(io, PageIo::Write(_));
-        self.with_page(idx, write, |page| {
+        self.with_page(idx, last, write, |page| {
             // SAFETY: the region lock (held inside `with_page`) keeps the page pinned; the range
             // lies in it and `io` points to `n` bytes (`PageIo` contract); see above for races.
             unsafe {
@@ -871,25 +884,27 @@ impl Region {
         })?
     }
 
-    /// Checks a copy of `len` bytes at `va` and calls `step(idx, in_page, done, n)` for each
-    /// page-bounded piece, in order; then counts the bytes. Errors: `EINVAL` (range outside
+    /// Checks a copy of `len` bytes at `va` and calls `step(idx, last, in_page, done, n)` for
+    /// each page-bounded piece, in order (`last` is the index of the copy's last page); then
+    /// counts the bytes. Errors: `EINVAL` (range outside
     /// the region), `EACCES` (write to a read-only region), and those of `step`.
     fn walk(
         &self,
         va: usize,
         len: usize,
         dir: Dir,
-        mut step: impl FnMut(usize, usize, usize, usize) -> Result,
+        mut step: impl FnMut(usize, usize, usize, usize, usize) -> Result,
     ) -> Result {
         if dir == Dir::Write && !self.access.write {
             return Err(EACCES);
         }
         let mut off = self.offset_of(va, len)?;
+        let last = (off + len - 1) / PAGE_SIZE;
         let mut done = 0;
         while done < len {
             let in_page = off % PAGE_SIZE;
             let n = (PAGE_SIZE - in_page).min(len - done);
-            step(off / PAGE_SIZE, in_page, done, n)?;
+            step(off / PAGE_SIZE, last, in_page, done, n)?;
             done += n;
             off += n;
         }
@@ -919,7 +934,7 @@ impl Region {
         mut chunk: impl FnMut(&mut [u8]) -> Result,
     ) -> Result {
         let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len.max(1)), GFP_KERNEL)?;
-        self.walk(va, len, dir, |idx, in_page, _done, n| {
+        self.walk(va, len, dir, |idx, last, in_page, _done, n| {
             // A copy for user space may span a large region: stop on cancellation and on a
             // fatal signal between pages.
             self.check_interrupted()?;
@@ -931,7 +946,7 @@ impl Region {
                 Dir::Read => PageIo::Read(buf.as_mut_ptr()),
                 Dir::Write => PageIo::Write(buf.as_ptr()),
             };
-            self.page_io(idx, in_page, n, io)?;
+            self.page_io(idx, last, in_page, n, io)?;
             if dir == Dir::Read {
                 chunk(buf)?;
             }
@@ -943,9 +958,9 @@ impl Region {
     /// from the pinned pages. Errors and context: as [`Region::copy_bounced`].
     pub(crate) fn read_into(&self, va: usize, buf: &mut [u8]) -> Result {
         let ptr = buf.as_mut_ptr();
-        self.walk(va, buf.len(), Dir::Read, |idx, in_page, done, n| {
+        self.walk(va, buf.len(), Dir::Read, |idx, last, in_page, done, n| {
             // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
-            self.page_io(idx, in_page, n, PageIo::Read(ptr.wrapping_add(done)))
+            self.page_io(idx, last, in_page, n, PageIo::Read(ptr.wrapping_add(done)))
         })
     }
 
@@ -953,9 +968,9 @@ impl Region {
     /// Errors and context: as [`Region::copy_bounced`].
     pub(crate) fn write_from(&self, va: usize, buf: &[u8]) -> Result {
         let ptr = buf.as_ptr();
-        self.walk(va, buf.len(), Dir::Write, |idx, in_page, done, n| {
+        self.walk(va, buf.len(), Dir::Write, |idx, last, in_page, done, n| {
             // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
-            self.page_io(idx, in_page, n, PageIo::Write(ptr.wrapping_add(done)))
+            self.page_io(idx, last, in_page, n, PageIo::Write(ptr.wrapping_add(done)))
         })
     }
 
@@ -973,7 +988,7 @@ impl Region {
             return Err(EACCES);
         }
         let off = self.offset_of(va, 8)?;
-        let old = self.with_page(off / PAGE_SIZE, true, |page| {
+        let old = self.with_page(off / PAGE_SIZE, off / PAGE_SIZE, true, |page| {
             // Nothing between the map and the matching `kunmap_local` sleeps or maps a page.
             // SAFETY: the region lock (held inside `with_page`) keeps the page pinned.
             let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
@@ -1064,7 +1079,7 @@ impl Region {
             core::mem::take(&mut slots.pins)
         };
         let dropped = pins.iter().filter(|p| p.is_some()).count();
-        drop(pins);
+        crate::pin::unpin_all(pins.into_iter().flatten().map(|p| p.page));
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
         PinnedVmCharge::release(&self.mm, self.npages);

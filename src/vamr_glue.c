@@ -144,6 +144,15 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 	int locked = 1;
 	long ret;
 
+	/*
+	 * The owner pins its own memory: the fast path, without mmap_lock for
+	 * pages already mapped, in one call for the whole batch, as
+	 * ib_umem_get() does; it falls back to the slow path (with retry) by
+	 * itself.
+	 */
+	if (owner && !(gup_flags & FOLL_NOFAULT) && mm == current->mm)
+		return pin_user_pages_fast(start, npages, gup_flags, pages);
+
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
 	if (!owner && !(gup_flags & FOLL_NOFAULT)) {
