@@ -122,10 +122,18 @@ def tap_results(lines, kind):
 
 def outcome_table(results):
     """The three-mode table of tests/selftests/rdma_va.c, from its
-    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None."""
+    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None.
+    Lines of the fault-injection phase (sections of kind faultinj) are left out."""
     modes = ["normal", "odp", "va"]
     rows = {}
+    injected = False
     for line in results.splitlines():
+        if line.startswith("### BEGIN "):
+            injected = line.startswith("### BEGIN faultinj ")
+        elif line.startswith("### END "):
+            injected = False
+        if injected:
+            continue
         m = re.match(r"^# vamr-outcome (\S+) (\S+) (\S+) (\S+)$", line.strip())
         if m:
             scenario, mode, op, outcome = m.groups()
