@@ -15,9 +15,18 @@
 #   make test            build everything and run every test in the guest
 #
 # The module must be built by exactly the rustc that built KDIR (else E0514).
+# A KDIR built with LLVM (the sanitizer kernel, `scripts/build-kernel.sh --sanitize`)
+# records its LLVM= setting in KDIR/.vamr-llvm; it is passed on unless LLVM is given.
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 export KDIR
+
+ifeq ($(origin LLVM),undefined)
+KDIR_LLVM := $(shell cat $(KDIR)/.vamr-llvm 2>/dev/null)
+ifneq ($(KDIR_LLVM),)
+export LLVM := $(KDIR_LLVM)
+endif
+endif
 
 RUSTC_HOST := $(shell rustc --version 2>/dev/null)
 RUSTC_KDIR := $(shell sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' $(KDIR)/.config 2>/dev/null)

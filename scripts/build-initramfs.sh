@@ -5,9 +5,11 @@
 # the rxe provider, rdma, ibv_devinfo), the kernel's modules plus vamr.ko, and
 # the test programs.
 #
-# usage: build-initramfs.sh KDIR OUT.cpio.gz TESTDIR DEMODIR
+# usage: build-initramfs.sh KDIR OUT.cpio.gz TESTDIR DEMODIR [EXTRADIR]
 #   TESTDIR  executables run in test mode (/tests in the guest)
 #   DEMODIR  executables run in demo mode (/demo in the guest)
+#   EXTRADIR optional: its contents are copied over the image's root (test.sh
+#            --sanitize adds /etc/vamr/sanitize.conf this way)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 
 kdir=$1 out=$2
-testdir=$(realpath "$3") demodir=$(realpath "$4")
+testdir=$(realpath "$3") demodir=$(realpath "$4") extradir=${5:-}
 kver=$(cat "$kdir/include/config/kernel.release")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -87,6 +89,10 @@ for t in "$demodir"/* ; do
 	copy_with_libs "$t"
 	mv "$stage$t" "$stage/demo/"
 done
+
+if [ -n "$extradir" ]; then
+	cp -a "$extradir/." "$stage/"
+fi
 
 cp "$here/guest/init" "$stage/init"
 chmod +x "$stage/init"

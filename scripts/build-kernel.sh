@@ -4,8 +4,16 @@
 # Build the vamr test kernel (allnoconfig + scripts/kconfig/vamr-test.config)
 # from the Debian linux-source-7.3 package fetched by setup-host.sh.
 #
+# usage: build-kernel.sh [--sanitize]
+#   --sanitize  the sanitizer kernel instead: vamr-test.config plus
+#               scripts/kconfig/vamr-sanitize.config (KASAN, UBSAN, kmemleak,
+#               fault injection), built with LLVM=$VAMR_LLVM (setup-host.sh
+#               --sanitize installs that toolchain). Used by test.sh --sanitize.
+#
 # The build is cached outside the work tree, in
 #   $VAMR_CACHE/kernel/<source version>-<fragment hash>-<rustc version>/
+#   $VAMR_CACHE/kernel/<source version>-<fragment hash>-san<sanitize fragment
+#                      hash>-rustc<version>-clang<version>/     (--sanitize)
 # so a second run with the same inputs takes seconds. Prints the build
 # directory (usable as KDIR) on stdout.
 set -euo pipefail
@@ -13,7 +21,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
+sanitize=0
+for arg in "$@"; do
+	case "$arg" in
+	--sanitize) sanitize=1 ;;
+	*) die "usage: build-kernel.sh [--sanitize]" ;;
+	esac
+done
+
 frag="$here/kconfig/vamr-test.config"
+sanfrag="$here/kconfig/vamr-sanitize.config"
 verfile="$VAMR_CACHE/src/kernel-version"
 [ -f "$verfile" ] || die "no kernel source fetched yet: run scripts/setup-host.sh first"
 srcver=$(cat "$verfile")
@@ -24,6 +41,20 @@ rustc_ver=$(rustc --version | awk '{ print $2 }')
 # The key covers what determines the kernel: source version, config fragment, rustc.
 frag_hash=$(sha256sum <"$frag" | cut -c1-12)
 key="${srcver//[:~+]/_}-${frag_hash}-rustc${rustc_ver}"
+# make arguments of every kernel make call: none for the test kernel.
+kmake=()
+frags=("$frag")
+if [ "$sanitize" = 1 ]; then
+	command -v "clang$VAMR_LLVM" >/dev/null && command -v "ld.lld$VAMR_LLVM" >/dev/null ||
+		die "clang$VAMR_LLVM/ld.lld$VAMR_LLVM missing: run scripts/setup-host.sh --sanitize"
+	clang_ver=$("clang$VAMR_LLVM" --version | sed -n '1s/.*clang version \([0-9.]*\).*/\1/p')
+	[ -n "$clang_ver" ] || die "cannot read the version of clang$VAMR_LLVM"
+	# ... plus the sanitizer fragment and the C toolchain.
+	san_hash=$(sha256sum <"$sanfrag" | cut -c1-12)
+	key="${srcver//[:~+]/_}-${frag_hash}-san${san_hash}-rustc${rustc_ver}-clang${clang_ver}"
+	kmake=("LLVM=$VAMR_LLVM")
+	frags+=("$sanfrag")
+fi
 kdir="$VAMR_CACHE/kernel/$key"
 
 if [ -f "$kdir/.vamr-built" ]; then
@@ -33,7 +64,11 @@ if [ -f "$kdir/.vamr-built" ]; then
 fi
 
 klog="$VAMR_CACHE/kernel/$key.log"
-log "building test kernel $srcver (key $key); 7-17 min on 2 cores; log: $klog"
+if [ "$sanitize" = 1 ]; then
+	log "building the sanitizer kernel $srcver (key $key); 20-40 min on 2 cores; log: $klog"
+else
+	log "building test kernel $srcver (key $key); 7-17 min on 2 cores; log: $klog"
+fi
 rm -rf "$kdir"
 mkdir -p "$kdir"
 # The build's own output goes to the log; on failure its tail is shown.
@@ -47,28 +82,61 @@ tar -xf "$tarball" -C "$kdir" --strip-components=1
 rm -rf "$tmp"
 
 cd "$kdir"
-make -s rustavailable >&2 || die "make rustavailable failed: rustc/bindgen/libclang not usable"
-make -s allnoconfig >&2
-scripts/kconfig/merge_config.sh -m .config "$frag" >&2
-make -s olddefconfig >&2
+make -s "${kmake[@]}" rustavailable >&2 || die "make rustavailable failed: rustc/bindgen/libclang not usable"
+make -s "${kmake[@]}" allnoconfig >&2
+scripts/kconfig/merge_config.sh -m .config "${frags[@]}" >&2
+make -s "${kmake[@]}" olddefconfig >&2
 
-# Every fragment option must have survived olddefconfig.
+# Every fragment option must have survived olddefconfig: "=y" and "=m" lines
+# of the test fragment; in the sanitizer fragment also values ("=40000") and
+# "is not set" lines.
 missing=0
-while IFS= read -r line; do
-	case "$line" in
-	CONFIG_*=y | CONFIG_*=m)
-		if ! grep -qx "$line" .config; then
-			log "config option not set as requested: $line"
-			missing=1
-		fi
-		;;
-	esac
-done <"$frag"
+check_fragment() { # fragment strict
+	local line opt
+	while IFS= read -r line; do
+		case "$line" in
+		CONFIG_*=y | CONFIG_*=m)
+			if ! grep -qx "$line" .config; then
+				log "config option not set as requested: $line"
+				missing=1
+			fi
+			;;
+		CONFIG_*=n)
+			if [ "$2" = 1 ] && grep -q "^${line%=n}=" .config; then
+				log "config option not off as requested: $(grep "^${line%=n}=" .config)"
+				missing=1
+			fi
+			;;
+		CONFIG_*=*)
+			if [ "$2" = 1 ] && ! grep -qxF "$line" .config; then
+				log "config option not set as requested: $line (have: $(grep "^${line%%=*}=" .config || echo unset))"
+				missing=1
+			fi
+			;;
+		"# CONFIG_"*" is not set")
+			opt=${line#\# }
+			opt=${opt%% *}
+			if [ "$2" = 1 ] && grep -q "^$opt=" .config; then
+				log "config option not off as requested: $(grep "^$opt=" .config)"
+				missing=1
+			fi
+			;;
+		esac
+	done <"$1"
+}
+check_fragment "$frag" 0
+if [ "$sanitize" = 1 ]; then
+	check_fragment "$sanfrag" 1
+fi
 [ "$missing" = 0 ] || die "the config fragment does not apply cleanly to $srcver"
 
-make -j"$(nproc)" bzImage modules >&2 || die "kernel build failed"
-make -s INSTALL_MOD_PATH="$kdir/.modinst" modules_install >&2
+make -j"$(nproc)" "${kmake[@]}" bzImage modules >&2 || die "kernel build failed"
+make -s "${kmake[@]}" INSTALL_MOD_PATH="$kdir/.modinst" modules_install >&2
 rustc --version >"$kdir/.vamr-rustc"
+if [ "$sanitize" = 1 ]; then
+	# Modules built against this tree need the same toolchain (lib.sh: kbuild_llvm_args).
+	echo "$VAMR_LLVM" >"$kdir/.vamr-llvm"
+fi
 echo "$srcver" >"$kdir/.vamr-source-version"
 touch "$kdir/.vamr-built"
 exec 2>&3

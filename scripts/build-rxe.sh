@@ -38,7 +38,9 @@ for p in "$top"/patches/rxe/*.patch; do
 	patch -d "$out" -p1 --quiet --forward <"$p" >&2 ||
 		die "patches/rxe/$(basename "$p") does not apply to $src"
 done
-make -s -C "$kdir" M="$out/drivers/infiniband/sw/rxe" \
+# LLVM=... when KDIR was built with LLVM (the sanitizer kernel), else nothing.
+read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
+make -s -C "$kdir" M="$out/drivers/infiniband/sw/rxe" "${llvm[@]}" \
 	KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" KCFLAGS="-I$top/include" modules >&2
 echo "$stamp" >"$out/.stamp"
 log "patched rdma_rxe: $ko"

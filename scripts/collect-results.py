@@ -13,6 +13,16 @@ problems found in the console log, then the line
 Exit status: 0 only when no test failed, every section ended with rc=0, the
 guest reached its end marker, and the console shows no oops, panic, BUG,
 WARN, lockdep report or hung task.
+
+Sanitizer run (scripts/test.sh --sanitize): KASAN and UBSAN reports and
+kmemleak's unreferenced objects in the console are problems like the above.
+Sections of kind "faultinj" ran under fault injection: their failing tests are
+expected (injected ENOMEM/EFAULT) and listed as INJ, not counted; such a
+section still fails the run when it is cut off or its program was killed by a
+signal. Between the guest's "vamr-phase: faultinj" and "vamr-phase:
+faultinj-done" console markers, the stack dumps of the kernel's own reports
+of a failed allocation ("page allocation failure", "vmalloc error") are
+expected too; anything else (WARN, BUG, KASAN, UBSAN, lockdep, ...) is not.
 """
 import re
 import sys
@@ -36,7 +46,19 @@ KERNEL_PROBLEMS = [
     r"kernel BUG at",
     r"Call Trace:",
     r"unreferenced object",
+    # kmemleak stopped tracking (its reports would be incomplete).
+    r"Kernel memory leak detector disabled",
+    r"kmemleak: Memory pool empty",
+    r"kmemleak: Cannot allocate",
 ]
+
+# The kernel's report of a failed allocation (warn_alloc): expected during
+# fault injection, together with the stack dump that follows it.
+ALLOC_FAILURE = re.compile(r"(page allocation failure|vmalloc error): ")
+# Lines between such a header and its "Call Trace:" (CPU, Hardware name, ...).
+ALLOC_FAILURE_SPAN = 8
+# The guest's phase markers (sanitizer run): "[ seconds] vamr-phase: <name>".
+PHASE = re.compile(r"^\[\s*(\d+\.\d+)\] vamr-phase: (.*?)\s*$")
 
 TAP_LINE = re.compile(r"^\s*(not ok|ok)\s+(\d+)\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(.*))?$")
 
@@ -100,10 +122,18 @@ def tap_results(lines, kind):
 
 def outcome_table(results):
     """The three-mode table of tests/selftests/rdma_va.c, from its
-    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None."""
+    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None.
+    Lines of the fault-injection phase (sections of kind faultinj) are left out."""
     modes = ["normal", "odp", "va"]
     rows = {}
+    injected = False
     for line in results.splitlines():
+        if line.startswith("### BEGIN "):
+            injected = line.startswith("### BEGIN faultinj ")
+        elif line.startswith("### END "):
+            injected = False
+        if injected:
+            continue
         m = re.match(r"^# vamr-outcome (\S+) (\S+) (\S+) (\S+)$", line.strip())
         if m:
             scenario, mode, op, outcome = m.groups()
@@ -121,6 +151,42 @@ def outcome_table(results):
     return "\n".join(out) + "\n"
 
 
+def sanitizer_summary(results, console, inj, expected_dumps):
+    """Counts of the sanitizer run (reports, injected failures) and the
+    guest's phase times, or None outside a sanitizer run."""
+    phases = []
+    for line in console.splitlines():
+        m = PHASE.search(line)
+        if m:
+            phases.append((float(m.group(1)), m.group(2)))
+    if not phases:
+        return None
+    out = [""]
+    kasan = len(re.findall(r"BUG: KASAN: ", console))
+    ubsan = len(re.findall(r"UBSAN: ", console))
+    leaks = sum(int(n) for n in re.findall(
+        r"^not ok \d+ no_unreferenced_objects # (\d+) unreferenced", results, re.M))
+    warns = len(re.findall(r"WARNING: ", console))
+    out.append(f"sanitizers: {kasan} KASAN report(s), {ubsan} UBSAN report(s), "
+               f"{leaks} unreferenced object(s) (kmemleak), {warns} WARNING(s)")
+    injected = re.findall(r"^# vamr-faultinj injected (\S+) (\d+)$", results, re.M)
+    if injected or sum(inj.values()):
+        rng = re.search(r"^# vamr-faultinj range (\S+)", results, re.M)
+        interval = re.search(r"^# vamr-faultinj interval (\d+)", results, re.M)
+        total = sum(int(n) for _, n in injected)
+        out.append(f"fault injection: {total} failure(s) injected ("
+                   + ", ".join(f"{k} {n}" for k, n in injected) + ")"
+                   + (f", every {interval.group(1)}th call from vamr.ko ({rng.group(1)})" if interval and rng else "")
+                   + f"; tests under injection: {inj['PASS']} passed, {inj['FAIL']} failed (expected),"
+                   f" {inj['SKIP']} skipped; {expected_dumps} allocation-failure report(s) (expected)")
+    # Guest time per phase: from one marker to the next.
+    times = []
+    for (t, name), (t_next, _) in zip(phases, phases[1:]):
+        times.append(f"{name} {t_next - t:.0f}s")
+    out.append(f"guest phases (kernel clock): boot {phases[0][0]:.0f}s, " + ", ".join(times))
+    return "\n".join(out)
+
+
 def main():
     logdir = sys.argv[1]
     try:
@@ -134,8 +200,22 @@ def main():
 
     passed = failed = skipped = 0
     broken = []
+    inj = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     for kind, name, lines, rc in parse_sections(results):
         if kind == "demo":
+            continue
+        if kind == "faultinj":
+            tests = tap_results(lines, "tap")
+            for status, test, why in tests:
+                inj[status] += 1
+                if status != "PASS":
+                    print(f"INJ   {name}.{test}: {status.lower()}" + (f"  # {why}" if why else ""))
+            if rc is None:
+                broken.append(f"section {kind} {name}: cut off (guest died?)")
+            elif rc >= 128 or rc < 0:
+                broken.append(f"section {kind} {name}: killed by signal {rc - 128 if rc >= 128 else -rc}")
+            elif not tests:
+                broken.append(f"section {kind} {name}: no test results")
             continue
         tests = tap_results(lines, kind)
         if not tests:
@@ -157,7 +237,21 @@ def main():
         broken.append("the guest did not reach its end marker (crash or timeout)")
 
     problems = []
-    for line in console.splitlines():
+    expected_dumps = 0
+    in_faultinj = False
+    alloc_failure_at = None
+    for i, line in enumerate(console.splitlines()):
+        m = PHASE.search(line)
+        if m:
+            in_faultinj = m.group(2) == "faultinj"
+        if in_faultinj and ALLOC_FAILURE.search(line):
+            alloc_failure_at = i
+            expected_dumps += 1
+            continue
+        if (in_faultinj and "Call Trace:" in line and alloc_failure_at is not None
+                and i - alloc_failure_at <= ALLOC_FAILURE_SPAN):
+            alloc_failure_at = None
+            continue
         for pat in KERNEL_PROBLEMS:
             if re.search(pat, line):
                 problems.append(line.strip())
@@ -176,6 +270,9 @@ def main():
     table = outcome_table(results)
     if table:
         print(table)
+    summary = sanitizer_summary(results, console, inj, expected_dumps)
+    if summary:
+        print(summary)
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(0 if failed == 0 else 1)
 

@@ -9,6 +9,18 @@ export VAMR_CACHE
 export VAMR_BUILD
 export PATH="$HOME/.cargo/bin:$PATH"
 export LIBCLANG_PATH=/usr/lib/llvm-19/lib
+# LLVM= of the sanitizer kernel's build (build-kernel.sh --sanitize): Debian's
+# clang-19, ld.lld-19, llvm-ar-19, ... (setup-host.sh --sanitize installs them).
+VAMR_LLVM=-19
+
+# The LLVM= setting a kernel tree was built with, as make arguments: none for
+# the test kernel, "LLVM=-19" for the sanitizer kernel (it records it in
+# .vamr-llvm). Modules must be built with the kernel's toolchain.
+kbuild_llvm_args() {
+	if [ -f "$1/.vamr-llvm" ]; then
+		echo "LLVM=$(cat "$1/.vamr-llvm")"
+	fi
+}
 
 log() { printf '[vamr] %s\n' "$*" >&2; }
 die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }

@@ -5,18 +5,32 @@
 # host packages and kernel source (setup-host.sh), the test kernel
 # (build-kernel.sh, cached), vamr.ko, the selftests and the examples.
 # Prints the kernel build directory (KDIR) on stdout.
+#
+# usage: prepare.sh [--sanitize]
+#   --sanitize  the same against the sanitizer kernel (build-kernel.sh
+#               --sanitize); modules are then built with its LLVM toolchain.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 top=$(cd "$here/.." && pwd)
 
-"$here/setup-host.sh" >&2
-kdir=$("$here/build-kernel.sh")
+variant=()
+for arg in "$@"; do
+	case "$arg" in
+	--sanitize) variant=(--sanitize) ;;
+	*) die "usage: prepare.sh [--sanitize]" ;;
+	esac
+done
+
+"$here/setup-host.sh" "${variant[@]}" >&2
+kdir=$("$here/build-kernel.sh" "${variant[@]}")
+# LLVM=... when KDIR was built with LLVM (the sanitizer kernel), else nothing.
+read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
 log "building vamr.ko against $kdir"
-make -s -C "$top" KDIR="$kdir" modules >&2
+make -s -C "$top" KDIR="$kdir" "${llvm[@]}" modules >&2
 # The test consumer of the in-kernel API, linked against vamr.ko's exports.
-make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" modules >&2
+make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" "${llvm[@]}" modules >&2
 # rdma_rxe with VA-semantics MRs: KDIR's rxe sources + patches/rxe.
 "$here/build-rxe.sh" "$kdir"
 log "building selftests and examples"

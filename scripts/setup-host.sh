@@ -9,6 +9,9 @@
 # - trixie-backports and sid, pinned at priority 1 so nothing installed is
 #   ever upgraded from them; used only to `apt-get download linux-source-7.3`.
 # - rust-src for the rustup toolchain, bindgen-cli via cargo.
+# - Only with --sanitize (or VAMR_SANITIZE=1): clang-19, lld-19 and llvm-19,
+#   the LLVM toolchain of the sanitizer kernel (scripts/test.sh --sanitize);
+#   without it nothing of that is installed or checked.
 #
 # The mirror URI is read from the machine's own apt sources.
 #
@@ -102,6 +105,21 @@ install_debs() {
 	fi
 }
 
+# The sanitizer kernel (KASAN with Rust needs CC_IS_CLANG) is built with
+# LLVM=$VAMR_LLVM (lib.sh); clang-19 matches the libclang-19 bindgen uses.
+install_llvm() {
+	local pkgs=(clang-19 lld-19 llvm-19) missing=() p
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing the LLVM toolchain for the sanitizer kernel: ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	fi
+	command -v "clang$VAMR_LLVM" >/dev/null && command -v "ld.lld$VAMR_LLVM" >/dev/null ||
+		die "clang$VAMR_LLVM / ld.lld$VAMR_LLVM not on PATH after installing ${pkgs[*]}"
+}
+
 install_rust_bits() {
 	command -v rustup >/dev/null || die "rustup is not on PATH (need the rustup toolchain)"
 	if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
@@ -135,9 +153,20 @@ fetch_kernel_source() {
 	log "kernel source: linux-source-7.3 $ver"
 }
 
+sanitize=${VAMR_SANITIZE:-0}
+for arg in "$@"; do
+	case "$arg" in
+	--sanitize) sanitize=1 ;;
+	*) die "usage: setup-host.sh [--sanitize]" ;;
+	esac
+done
+
 need_root
 add_suites
 install_debs
+if [ "$sanitize" = 1 ]; then
+	install_llvm
+fi
 install_rust_bits
 fetch_kernel_source
 log "host set-up complete"

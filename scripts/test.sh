@@ -7,18 +7,77 @@
 #   N passed, N failed, N skipped
 # Exit status 0 only when everything passed and the kernel log is clean.
 # Logs: build/logs/test/{console,results,qemu}.log
+#
+# usage: test.sh [--sanitize]
+#   --sanitize  the sanitizer run instead (Documentation/build-and-test.rst):
+#     the same suite on the sanitizer kernel (build-kernel.sh --sanitize:
+#     KASAN, UBSAN, kmemleak, fault injection; built with LLVM, 20-40 min the
+#     first time), then a fault-injection phase over $VAMR_FAULT_PROGRAMS
+#     (default below) in which every $VAMR_FAULT_INTERVAL-th (default 7)
+#     allocation or user copy made from vamr.ko's code fails, then kmemleak
+#     scans. Logs: build/logs/sanitize/. VAMR_TIMEOUT defaults to 3600 s there.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 top=$(cd "$here/.." && pwd)
 
-kdir=$("$here/prepare.sh")
-logdir="$VAMR_BUILD/logs/test"
+sanitize=0
+for arg in "$@"; do
+	case "$arg" in
+	--sanitize) sanitize=1 ;;
+	*) die "usage: test.sh [--sanitize]" ;;
+	esac
+done
+
+if [ "$sanitize" = 0 ]; then
+	kdir=$("$here/prepare.sh")
+	logdir="$VAMR_BUILD/logs/test"
+	mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
+	"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" \
+		"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo"
+	guest_rc=0
+	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
+	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
+	exec "$here/collect-results.py" "$logdir"
+fi
+
+# The sanitizer run.
+t0=$SECONDS
+kdir=$("$here/prepare.sh" --sanitize)
+t_build=$((SECONDS - t0))
+logdir="$VAMR_BUILD/logs/sanitize"
+extra="$VAMR_BUILD/guest-sanitize"
 mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
-"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" \
-	"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo"
+rm -rf "$extra"
+mkdir -p "$extra/etc/vamr"
+# vamr.ko's executable sections (name, size) for the fault-injection address
+# filter; the guest adds their load addresses from /sys/module/vamr/sections.
+sections=""
+while read -r name _type _addr _off size _es flags _rest; do
+	case "$flags" in *X*) ;; *) continue ;; esac
+	case "$name" in .init*) continue ;; esac
+	sections="$sections$name $((16#$size)) "
+done < <(readelf -SW "$top/vamr.ko" | sed -n 's/^ *\[ *[0-9]*\] //p')
+[ -n "$sections" ] || die "no executable section found in $top/vamr.ko"
+{
+	echo "# Written by scripts/test.sh --sanitize; read by the guest's /init."
+	echo "FAULT_MODULE=vamr"
+	echo "FAULT_TEXT_SECTIONS=\"${sections% }\""
+	echo "FAULT_PROGRAMS=\"${VAMR_FAULT_PROGRAMS:-vamr_query vamr_region vamr_events vamr_limits vamr_api rdma_va}\""
+	echo "FAULT_INTERVAL=${VAMR_FAULT_INTERVAL:-7}"
+	echo "FAULT_TIMES=1000000"
+} >"$extra/etc/vamr/sanitize.conf"
+"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-sanitize.cpio.gz" \
+	"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo" "$extra"
+t1=$SECONDS
 guest_rc=0
-"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
+# kasan_multi_shot: every KASAN report, not only the first one.
+VAMR_TIMEOUT=${VAMR_TIMEOUT:-3600} VAMR_KERNEL_ARGS="kasan_multi_shot" \
+	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-sanitize.cpio.gz" test "$logdir" || guest_rc=$?
+t_guest=$((SECONDS - t1))
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
-"$here/collect-results.py" "$logdir"
+rc=0
+"$here/collect-results.py" "$logdir" || rc=$?
+log "sanitizer run: build ${t_build}s (kernel, modules, tests), guest ${t_guest}s ($(cat "$logdir/accel" 2>/dev/null))"
+exit "$rc"
