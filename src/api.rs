@@ -50,6 +50,12 @@ pub(crate) fn find_driver_region(mm: &Mm, key: u32) -> Option<Arc<Region>> {
         .cloned()
 }
 
+/// Frees the table at module exit (every region is gone by then: consumers unload first).
+pub(crate) fn clear_registry() {
+    let old = DRIVER_REGIONS.lock().take();
+    drop(old);
+}
+
 /// Adds `region` to [`DRIVER_REGIONS`] under its cookie. Errors: `ENOMEM`.
 fn registry_add(region: Arc<Region>) -> Result {
     let key = region.cookie();

@@ -60,6 +60,12 @@ pub(crate) fn init() {
     unsafe { REGISTRY.init() };
 }
 
+/// Frees the registry at module exit (every region is gone by then).
+pub(crate) fn clear() {
+    let old = REGISTRY.lock().take();
+    drop(old);
+}
+
 /// State shared by the regions of one mm.
 ///
 /// # Invariants

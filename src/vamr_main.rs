@@ -77,12 +77,26 @@ impl Drop for RepinQueue {
     }
 }
 
-/// The loaded module. Fields drop in declaration order: `/dev/vamr` first, the queue last.
+/// The module's global tables ([`api`]'s driver regions, [`mm_state`]'s per-mm state):
+/// dropping it frees what they still hold, since statics are never dropped (kmemleak reported
+/// the driver-region table after unload).
+struct Globals;
+
+impl Drop for Globals {
+    fn drop(&mut self) {
+        api::clear_registry();
+        mm_state::clear();
+    }
+}
+
+/// The loaded module. Fields drop in declaration order: `/dev/vamr` first, then the queue
+/// (drained), then the global tables.
 #[pin_data]
 struct VamrModule {
     #[pin]
     _miscdev: MiscDeviceRegistration<device::VamrFile>,
     _wq: RepinQueue,
+    _globals: Globals,
 }
 
 impl kernel::InPlaceModule for VamrModule {
@@ -92,6 +106,7 @@ impl kernel::InPlaceModule for VamrModule {
         mm_state::init();
         try_pin_init!(Self {
             _wq: RepinQueue::new()?,
+            _globals: Globals,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),
         })
     }
