@@ -206,7 +206,12 @@ extern "C" fn vamr_region_atomic(
 
 /// Pins the pages of a range as an `ibv_advise_mr()` advice asks; see `include/linux/vamr.h`.
 #[no_mangle]
-extern "C" fn vamr_region_prefetch(region: RawRegion, addr: usize, len: usize, flags: u32) -> isize {
+extern "C" fn vamr_region_prefetch(
+    region: RawRegion,
+    addr: usize,
+    len: usize,
+    flags: u32,
+) -> isize {
     let how = match Prefetch::from_flags(flags) {
         Ok(how) => how,
         Err(e) => return e.to_errno() as isize,

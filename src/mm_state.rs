@@ -15,10 +15,10 @@
 use crate::region::Region;
 use kernel::list::{List, ListArc};
 use kernel::mm::Mm;
+use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
-use kernel::new_spinlock;
 use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
 
 extern "C" {

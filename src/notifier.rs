@@ -328,9 +328,8 @@ impl IntervalNotifier {
         // SAFETY: `inner` was inserted, so its `mm` is the mm the owner grabs for `self`'s whole
         // life (the `insert` contract), and the caller holds a user reference on it, so its
         // mappings and `mmap_lock` are live; `out` has room for `out.len()` entries.
-        let ret = unsafe {
-            vamr_snapshot(self.inner.get(), seq, start, out.len(), out.as_mut_ptr())
-        };
+        let ret =
+            unsafe { vamr_snapshot(self.inner.get(), seq, start, out.len(), out.as_mut_ptr()) };
         kernel::error::to_result(ret)
     }
 

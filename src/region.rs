@@ -17,19 +17,17 @@
 
 use crate::events::EventQueue;
 use crate::mm_state::{MmSlot, MmState};
-use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Mapped, Range, SeqToken};
-use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, PIN_BATCH};
+use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
-use kernel::mm::{Mm, MmWithUser};
-use kernel::page::{BorrowedPage, PAGE_SIZE};
-use kernel::prelude::*;
 use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
+use kernel::mm::{Mm, MmWithUser};
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex};
-use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use kernel::{new_condvar, new_mutex};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
@@ -81,38 +79,6 @@ impl PagePin {
     fn usable(&self, write: bool) -> bool {
         !self.suspect && (!write || self.page.writable())
     }
-}
-
-/// Direction of a copy.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dir {
-    /// From the region into a buffer.
-    Read,
-    /// From a buffer into the region.
-    Write,
-}
-
-/// The buffer side of one page copy.
-///
-/// The pointer must be valid for the length of the copy (reads for `Write`, writes for `Read`)
-/// and must not point into the page itself.
-#[derive(Clone, Copy)]
-enum PageIo {
-    /// Copy out of the page into this buffer.
-    Read(*mut u8),
-    /// Copy from this buffer into the page.
-    Write(*const u8),
-}
-
-/// An 8-byte atomic operation on a region (the IB atomic verbs plus ATOMIC_WRITE).
-#[derive(Clone, Copy)]
-pub(crate) enum AtomicOp {
-    /// Compare-and-swap: if the value equals `compare`, store `swap`.
-    CmpSwap { compare: u64, swap: u64 },
-    /// Fetch-and-add.
-    FetchAdd { add: u64 },
-    /// Store, atomically (IB ATOMIC_WRITE).
-    Write { value: u64 },
 }
 
 /// What a prefetch asks for (`VAMR_PREFETCH_*`, the advice of `ibv_advise_mr()`).
@@ -179,6 +145,12 @@ struct Slots {
 ///   rounds; when [`Region::teardown`] returns, no [`Region::fill`] runs and no pin is left.
 ///
 /// [`PIN_BATCH`]: crate::pin::PIN_BATCH
+mod fault;
+mod io;
+mod verify;
+
+pub(crate) use io::{AtomicOp, Dir};
+
 #[pin_data]
 pub(crate) struct Region {
     #[pin]
@@ -415,7 +387,13 @@ impl Region {
         };
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
-        match region.fill(mm, 0, npages, PinCause::Register, region.registration_mode()) {
+        match region.fill(
+            mm,
+            0,
+            npages,
+            PinCause::Register,
+            region.registration_mode(),
+        ) {
             Ok(_) | Err(EFAULT) => Ok(reg),
             Err(e) => Err(e),
         }
@@ -469,49 +447,6 @@ impl Region {
         // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
         let _guard = self.pages.lock();
         self.fault_done.notify_all();
-    }
-
-    /// Whether current runs in the region's address space (the owner's process context, where
-    /// waiting for a fault, a userfault included, is killable and safe).
-    fn current_is_owner(&self) -> bool {
-        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
-    }
-
-    /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits
-    /// until it was handled, for an access that must not wait on a userfault itself (a device
-    /// task: nothing could wake it if the process never answers). The wait ends when the
-    /// request finished (success or not: the caller pins again), or with `ECANCELED` when the
-    /// region is cancelled (deregistration), or `EFAULT` when it is dead. The request holds a
-    /// reference to the region and the mm; if the handler never answers it ends when the
-    /// process closes its userfaultfd (at exit at the latest). Sleeps.
-    fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
-        // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference to
-        // the registration (it is accessing the region), so the count is not zero.
-        let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
-        let va = self.start + idx * PAGE_SIZE;
-        let ticket = self.pages.lock().faults_done;
-        let request = KBox::pin_init(
-            pin_init!(FaultRequest {
-                region,
-                va,
-                write,
-                work <- new_work!("vamr_fault_request"),
-            }),
-            GFP_KERNEL,
-        )?;
-        let _ = crate::workqueue_get().enqueue(request);
-        self.stats.add(Kind::FaultRequests, 1);
-        let mut slots = self.pages.lock();
-        while slots.faults_done == ticket {
-            if slots.dead {
-                return Err(EFAULT);
-            }
-            if self.cancelled.load(Ordering::Acquire) {
-                return Err(ECANCELED);
-            }
-            self.fault_done.wait(&mut slots);
-        }
-        Ok(())
     }
 
     /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
@@ -631,122 +566,6 @@ impl Region {
         Ok(committed)
     }
 
-    /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
-    /// every suspect pin against the page table, a batch of [`PIN_BATCH`] pages at a time, and
-    /// keeps it (the same page is mapped; a write pin whose page is no longer mapped writable
-    /// loses its write permission), replaces it (another page is present: pinned with
-    /// `FOLL_NOFAULT`) or unpins it (nothing present: the process released the page, which
-    /// stays released). Never faults memory in and never waits for a userfault. Bounded as
-    /// [`Region::fill`]; stops when the region is cancelled. May sleep.
-    pub(crate) fn verify(&self, mm: &MmWithUser) {
-        let Ok(_active) = FillGuard::enter(self) else {
-            return;
-        };
-        let (a, b) = {
-            let mut slots = self.pages.lock();
-            core::mem::take(&mut slots.suspect)
-        };
-        let mut i = a;
-        while i < b {
-            if self.cancelled.load(Ordering::Acquire) {
-                return;
-            }
-            let j = (i + PIN_BATCH).min(b);
-            if self.verify_batch(mm, i, j).is_err() {
-                return;
-            }
-            i = j;
-        }
-    }
-
-    /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see
-    /// [`Region::verify`]. Errors: `EFAULT` (dead), `ENOMEM`, `ECANCELED`, `EINTR`.
-    fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> Result {
-        let n = j - i;
-        let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL)?;
-        // Unpinned after the lock is released; room for every pin of the batch.
-        let mut gone: KVec<PinnedPage> = KVec::with_capacity(n, GFP_KERNEL)?;
-        let mut attempts = 0;
-        let (kept, swap) = loop {
-            attempts += 1;
-            let seq = self.notifier.read_begin();
-            let snap = self.notifier.snapshot(seq, self.start + i * PAGE_SIZE, &mut pfns);
-            let mut slots = self.pages.lock();
-            if slots.dead {
-                return Err(EFAULT);
-            }
-            let stale = match snap {
-                Ok(()) => self.notifier.read_retry(seq),
-                Err(EBUSY) => true,
-                // Cannot read the page table: treat every suspect pin as gone.
-                Err(_) => {
-                    pfns.iter_mut().for_each(|p| *p = 0);
-                    false
-                }
-            };
-            if stale && attempts < REPIN_ATTEMPTS {
-                drop(slots);
-                self.stats.add(Kind::RepinRetries, 1);
-                continue;
-            }
-            let mut kept = 0u64;
-            // First and last index + 1 of the pins replaced by another present page.
-            let mut swap = (usize::MAX, 0);
-            for k in i..j {
-                let Some(pin) = &mut slots.pins[k] else {
-                    continue;
-                };
-                if !pin.suspect {
-                    continue;
-                }
-                let mapped = if stale {
-                    // Invalidations kept racing: nothing is known, drop the pin.
-                    Mapped::Nothing
-                } else {
-                    Mapped::from_hmm_pfn(pfns[k - i])
-                };
-                match mapped {
-                    Mapped::Page { page, write } if page == pin.page.as_ptr() => {
-                        pin.suspect = false;
-                        if !write {
-                            pin.page.forbid_writes();
-                        }
-                        kept += 1;
-                    }
-                    other => {
-                        if let Some(old) = slots.pins[k].take() {
-                            // Cannot fail: `gone` has room for every pin of the batch.
-                            let _ = gone.push_within_capacity(old.page);
-                        }
-                        if matches!(other, Mapped::Page { .. }) {
-                            swap = (swap.0.min(k), k + 1);
-                        }
-                    }
-                }
-            }
-            break (kept, swap);
-        };
-        let dropped = gone.len() as u64;
-        drop(gone);
-        self.stats.add(Kind::PinsKept, kept);
-        self.stats.add(Kind::PagesUnpinned, dropped);
-        self.stats.sub(Kind::PagesPinned, dropped);
-        if swap.0 < swap.1 {
-            // Pin the pages mapped now in place of the old ones, without faulting: what is not
-            // present stays absent and is pinned by the next access that needs it.
-            let mode = PinMode {
-                write: self.access.write,
-                nofault: true,
-                owner: false,
-            };
-            match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
-                Ok(_) | Err(EFAULT) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
     /// Commits `pins` (the pages from index `idx` on) into the absent slots, in place of
     /// suspect pins, and in place of read pins when they are write pins, unless an invalidation
     /// began since `read_begin` returned `seq` (then every pin of the round is the page mapped
@@ -796,226 +615,6 @@ impl Region {
         self.stats.add(Kind::PagesPinned, added);
         // `extra` is dropped (unpinned) here, outside the lock.
         Ok(Some(committed))
-    }
-
-    /// Runs `f` on the pinned page with index `idx`, pinning it on demand first (for writing
-    /// when `write`, upgrading a read pin) together with the pages of the same access up to
-    /// index `last` (at most [`PIN_BATCH`] in one GUP call), with the region lock held (so no
-    /// invalidation can unpin it meanwhile). `f` must not sleep, allocate or touch user
-    /// memory.
-    ///
-    /// Errors: `EFAULT` when nothing is mapped there, the protection forbids the access, or the
-    /// region is dead (process exit); `ECANCELED` once the region is cancelled (deregistration);
-    /// `EAGAIN` when invalidations keep winning.
-    fn with_page<R>(
-        &self,
-        idx: usize,
-        last: usize,
-        write: bool,
-        f: impl FnOnce(NonNull<bindings::page>) -> R,
-    ) -> Result<R> {
-        for _ in 0..REPIN_ATTEMPTS {
-            {
-                let slots = self.pages.lock();
-                if slots.dead {
-                    return Err(EFAULT);
-                }
-                if self.cancelled.load(Ordering::Acquire) {
-                    return Err(ECANCELED);
-                }
-                match &slots.pins[idx] {
-                    Some(pin) if pin.usable(write) => {
-                        // A pinned page pointer is never NULL.
-                        let page = NonNull::new(pin.page.as_ptr()).ok_or(EFAULT)?;
-                        return Ok(f(page));
-                    }
-                    _ => {}
-                }
-            }
-            let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
-            let mode = PinMode {
-                write,
-                nofault: false,
-                owner: self.current_is_owner(),
-            };
-            let count = (last + 1 - idx).min(PIN_BATCH);
-            let pinned = self.fill(&mm, idx, count, PinCause::Access, mode);
-            drop(mm);
-            if pinned == Err(EBUSY) {
-                // A userfault that this context must not wait for: a work item delivers it
-                // to the handler, and this access waits for it, cancellably.
-                self.wait_for_fault(idx, write)?;
-                continue;
-            }
-            pinned?;
-        }
-        Err(EAGAIN)
-    }
-
-    /// Checks that `[va, va + len)` lies inside the registered byte range and returns the
-    /// offset of `va` from `start`. Errors: `EINVAL` (outside, overflow, or `len` 0).
-    fn offset_of(&self, va: usize, len: usize) -> Result<usize> {
-        let end = va.checked_add(len).ok_or(EINVAL)?;
-        if len == 0 || va < self.addr || end > self.addr + self.len {
-            return Err(EINVAL);
-        }
-        Ok(va - self.start)
-    }
-
-    /// Moves `n` bytes between the pinned page `idx` (from byte `in_page`) and `io`'s buffer,
-    /// under the region lock, pinning the page on demand first (with the rest of the access, up
-    /// to page `last`). Errors: see [`Region::with_page`].
-    ///
-    /// The callers split copies at page boundaries, so `[in_page, in_page + n)` lies in the
-    /// page. User space and devices may access the page at the same time; as for every copy to
-    /// or from user memory, that is outside Rust's model (no Rust reference to it exists).
-    fn page_io(&self, idx: usize, last: usize, in_page: usize, n: usize, io: PageIo) -> Result {
-        let write = matches!(io, PageIo::Write(_));
-        self.with_page(idx, last, write, |page| {
-            // SAFETY: the region lock (held inside `with_page`) keeps the page pinned; the range
-            // lies in it and `io` points to `n` bytes (`PageIo` contract); see above for races.
-            unsafe {
-                let page = BorrowedPage::from_raw(page);
-                match io {
-                    PageIo::Read(dst) => page.read_raw(dst, in_page, n),
-                    PageIo::Write(src) => page.write_raw(src, in_page, n),
-                }
-            }
-        })?
-    }
-
-    /// Checks a copy of `len` bytes at `va` and calls `step(idx, last, in_page, done, n)` for
-    /// each page-bounded piece, in order (`last` is the index of the copy's last page); then
-    /// counts the bytes. Errors: `EINVAL` (range outside
-    /// the region), `EACCES` (write to a read-only region), and those of `step`.
-    fn walk(
-        &self,
-        va: usize,
-        len: usize,
-        dir: Dir,
-        mut step: impl FnMut(usize, usize, usize, usize, usize) -> Result,
-    ) -> Result {
-        if dir == Dir::Write && !self.access.write {
-            return Err(EACCES);
-        }
-        let mut off = self.offset_of(va, len)?;
-        let last = (off + len - 1) / PAGE_SIZE;
-        let mut done = 0;
-        while done < len {
-            let in_page = off % PAGE_SIZE;
-            let n = (PAGE_SIZE - in_page).min(len - done);
-            step(off / PAGE_SIZE, last, in_page, done, n)?;
-            done += n;
-            off += n;
-        }
-        match dir {
-            Dir::Read => self.stats.add(Kind::BytesRead, len as u64),
-            Dir::Write => self.stats.add(Kind::BytesWritten, len as u64),
-        }
-        Ok(())
-    }
-
-    /// Copies `len` bytes between the region at `va` and a buffer the caller cannot touch under
-    /// a lock (user memory), through a page-sized bounce buffer. Any alignment and length.
-    ///
-    /// For each page-bounded piece, `chunk(bounce)` moves data between `bounce` and the
-    /// caller's buffer, in order: for [`Dir::Write`] it fills `bounce` before the page is
-    /// written, for [`Dir::Read`] it consumes `bounce` after the page was read. It runs without
-    /// the region lock and may sleep or fault.
-    ///
-    /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
-    /// `EFAULT`, `ECANCELED` (see [`Region::with_page`]), `EINTR` (fatal signal), `ENOMEM`, and
-    /// the errors of `chunk`. On error some bytes may have been copied. Sleeps.
-    pub(crate) fn copy_bounced(
-        &self,
-        va: usize,
-        len: usize,
-        dir: Dir,
-        mut chunk: impl FnMut(&mut [u8]) -> Result,
-    ) -> Result {
-        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len.max(1)), GFP_KERNEL)?;
-        self.walk(va, len, dir, |idx, last, in_page, _done, n| {
-            // A copy for user space may span a large region: stop on cancellation and on a
-            // fatal signal between pages.
-            self.check_interrupted()?;
-            let buf = &mut bounce[..n];
-            if dir == Dir::Write {
-                chunk(buf)?;
-            }
-            let io = match dir {
-                Dir::Read => PageIo::Read(buf.as_mut_ptr()),
-                Dir::Write => PageIo::Write(buf.as_ptr()),
-            };
-            self.page_io(idx, last, in_page, n, io)?;
-            if dir == Dir::Read {
-                chunk(buf)?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Copies from the region at `va` into the kernel buffer `buf` (`buf.len()` bytes), straight
-    /// from the pinned pages. Errors and context: as [`Region::copy_bounced`].
-    pub(crate) fn read_into(&self, va: usize, buf: &mut [u8]) -> Result {
-        let ptr = buf.as_mut_ptr();
-        self.walk(va, buf.len(), Dir::Read, |idx, last, in_page, done, n| {
-            // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
-            self.page_io(idx, last, in_page, n, PageIo::Read(ptr.wrapping_add(done)))
-        })
-    }
-
-    /// Copies the kernel buffer `buf` into the region at `va`, straight into the pinned pages.
-    /// Errors and context: as [`Region::copy_bounced`].
-    pub(crate) fn write_from(&self, va: usize, buf: &[u8]) -> Result {
-        let ptr = buf.as_ptr();
-        self.walk(va, buf.len(), Dir::Write, |idx, last, in_page, done, n| {
-            // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
-            self.page_io(idx, last, in_page, n, PageIo::Write(ptr.wrapping_add(done)))
-        })
-    }
-
-    /// Performs an 8-byte atomic at `va` (8-byte aligned, inside the region) and returns the
-    /// value found before it (for [`AtomicOp::Write`]: the value overwritten).
-    ///
-    /// Errors: `EINVAL` (misaligned or outside), `EACCES` (read-only region), `EFAULT` (see
-    /// [`Region::with_page`]). Sleeps (may pin on demand); the atomic itself runs under the
-    /// region lock.
-    pub(crate) fn atomic(&self, va: usize, op: AtomicOp) -> Result<u64> {
-        if va % 8 != 0 {
-            return Err(EINVAL);
-        }
-        if !self.access.write {
-            return Err(EACCES);
-        }
-        let off = self.offset_of(va, 8)?;
-        let old = self.with_page(off / PAGE_SIZE, off / PAGE_SIZE, true, |page| {
-            // Nothing between the map and the matching `kunmap_local` sleeps or maps a page.
-            // SAFETY: the region lock (held inside `with_page`) keeps the page pinned.
-            let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
-            // `off` is 8-byte aligned (checked above), so the word lies within the mapped page.
-            // SAFETY: valid and aligned for an `AtomicU64`; other users of the word (user space,
-            // devices) use machine accesses, as with any shared user memory.
-            let word = unsafe {
-                core::sync::atomic::AtomicU64::from_ptr(
-                    base.cast::<u8>().add(off % PAGE_SIZE).cast::<u64>(),
-                )
-            };
-            let old = match op {
-                AtomicOp::CmpSwap { compare, swap } => {
-                    match word.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
-                        Ok(v) | Err(v) => v,
-                    }
-                }
-                AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
-                AtomicOp::Write { value } => word.swap(value, Ordering::SeqCst),
-            };
-            // SAFETY: `base` came from the `kmap_local_page` above, on this CPU, and is unmapped
-            // exactly once.
-            unsafe { bindings::kunmap_local(base) };
-            old
-        })?;
-        self.stats.add(Kind::BytesWritten, 8);
-        Ok(old)
     }
 
     /// Pins the pages of `[va, va + len)` now, as `how` asks (the semantics of
@@ -1083,42 +682,6 @@ impl Region {
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
         PinnedVmCharge::release(&self.mm, self.npages);
-    }
-}
-
-/// A fault delivered from the module's workqueue on behalf of an access that must not wait
-/// on a userfault itself (see [`Region::wait_for_fault`]).
-#[pin_data]
-struct FaultRequest {
-    region: Arc<Region>,
-    /// The page to fault in (page aligned).
-    va: usize,
-    write: bool,
-    #[pin]
-    work: Work<FaultRequest>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for FaultRequest { self.work }
-}
-
-impl WorkItem for FaultRequest {
-    type Pointer = Pin<KBox<FaultRequest>>;
-
-    /// Faults the page in, waiting for the userfaultfd handler if needed (or until the
-    /// process closes its userfaultfd), then wakes the waiting access. Holds the region (not
-    /// its registration) and, while faulting, a user reference on the mm.
-    fn run(this: Pin<KBox<FaultRequest>>) {
-        let region = &this.region;
-        if !region.cancelled.load(Ordering::Acquire) {
-            if let Some(mm) = region.mm.mmget_not_zero() {
-                // Failures are seen by the access, which pins again.
-                let _ = crate::pin::fault_in(&mm, this.va, this.write);
-            }
-        }
-        let mut slots = region.pages.lock();
-        slots.faults_done += 1;
-        region.fault_done.notify_all();
     }
 }
 

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Fault requests: a userfault needed by an access that must not wait on it itself (a device
+//! task, which nothing could wake if the process never answers) is delivered from the module's
+//! workqueue, while the access waits, cancellably (see `Documentation/vamr.rst`, "Pinning").
+
+use super::Region;
+use crate::stats::Kind;
+use core::sync::atomic::Ordering;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::sync::{Arc, ArcBorrow};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+
+/// A fault delivered from the module's workqueue on behalf of an access that must not wait
+/// on a userfault itself (see [`Region::wait_for_fault`]).
+#[pin_data]
+struct FaultRequest {
+    region: Arc<Region>,
+    /// The page to fault in (page aligned).
+    va: usize,
+    write: bool,
+    #[pin]
+    work: Work<FaultRequest>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for FaultRequest { self.work }
+}
+
+impl WorkItem for FaultRequest {
+    type Pointer = Pin<KBox<FaultRequest>>;
+
+    /// Faults the page in, waiting for the userfaultfd handler if needed (or until the
+    /// process closes its userfaultfd), then wakes the waiting access. Holds the region (not
+    /// its registration) and, while faulting, a user reference on the mm.
+    fn run(this: Pin<KBox<FaultRequest>>) {
+        let region = &this.region;
+        if !region.cancelled.load(Ordering::Acquire) {
+            if let Some(mm) = region.mm.mmget_not_zero() {
+                // Failures are seen by the access, which pins again.
+                let _ = crate::pin::fault_in(&mm, this.va, this.write);
+            }
+        }
+        let mut slots = region.pages.lock();
+        slots.faults_done += 1;
+        region.fault_done.notify_all();
+    }
+}
+
+impl Region {
+    /// Whether current runs in the region's address space (the owner's process context, where
+    /// waiting for a fault, a userfault included, is killable and safe).
+    pub(super) fn current_is_owner(&self) -> bool {
+        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+    }
+
+    /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits
+    /// until it was handled, for an access that must not wait on a userfault itself (a device
+    /// task: nothing could wake it if the process never answers). The wait ends when the
+    /// request finished (success or not: the caller pins again), or with `ECANCELED` when the
+    /// region is cancelled (deregistration), or `EFAULT` when it is dead. The request holds a
+    /// reference to the region and the mm; if the handler never answers it ends when the
+    /// process closes its userfaultfd (at exit at the latest). Sleeps.
+    pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
+        // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference to
+        // the registration (it is accessing the region), so the count is not zero.
+        let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
+        let va = self.start + idx * PAGE_SIZE;
+        let ticket = self.pages.lock().faults_done;
+        let request = KBox::pin_init(
+            pin_init!(FaultRequest {
+                region,
+                va,
+                write,
+                work <- new_work!("vamr_fault_request"),
+            }),
+            GFP_KERNEL,
+        )?;
+        // A fresh box is never queued already: enqueueing it cannot fail.
+        crate::workqueue_get().enqueue(request);
+        self.stats.add(Kind::FaultRequests, 1);
+        let mut slots = self.pages.lock();
+        while slots.faults_done == ticket {
+            if slots.dead {
+                return Err(EFAULT);
+            }
+            if self.cancelled.load(Ordering::Acquire) {
+                return Err(ECANCELED);
+            }
+            self.fault_done.wait(&mut slots);
+        }
+        Ok(())
+    }
+}

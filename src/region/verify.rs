@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verify pass of a region: after an invalidation marked pins suspect, check them against
+//! the page table without faulting, and keep, replace or drop each (see `Documentation/vamr.rst`,
+//! "Verify pass"). Run by the mm's verify work ([`crate::mm_state::MmState`]).
+
+use super::{FillGuard, PinCause, Region, REPIN_ATTEMPTS};
+use crate::notifier::Mapped;
+use crate::pin::{PinMode, PinnedPage, PIN_BATCH};
+use crate::stats::Kind;
+use core::sync::atomic::Ordering;
+use kernel::mm::MmWithUser;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+
+impl Region {
+    /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
+    /// every suspect pin against the page table, a batch of [`PIN_BATCH`] pages at a time, and
+    /// keeps it (the same page is mapped; a write pin whose page is no longer mapped writable
+    /// loses its write permission), replaces it (another page is present: pinned with
+    /// `FOLL_NOFAULT`) or unpins it (nothing present: the process released the page, which
+    /// stays released). Never faults memory in and never waits for a userfault. Bounded as
+    /// [`Region::fill`]; stops when the region is cancelled. May sleep.
+    pub(crate) fn verify(&self, mm: &MmWithUser) {
+        let Ok(_active) = FillGuard::enter(self) else {
+            return;
+        };
+        let (a, b) = {
+            let mut slots = self.pages.lock();
+            core::mem::take(&mut slots.suspect)
+        };
+        let mut i = a;
+        while i < b {
+            if self.cancelled.load(Ordering::Acquire) {
+                return;
+            }
+            let j = (i + PIN_BATCH).min(b);
+            if self.verify_batch(mm, i, j).is_err() {
+                return;
+            }
+            i = j;
+        }
+    }
+
+    /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see
+    /// [`Region::verify`]. Errors: `EFAULT` (dead), `ENOMEM`, `ECANCELED`, `EINTR`.
+    fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> Result {
+        let n = j - i;
+        let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL)?;
+        // Unpinned after the lock is released; room for every pin of the batch.
+        let mut gone: KVec<PinnedPage> = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut attempts = 0;
+        let (kept, swap) = loop {
+            attempts += 1;
+            let seq = self.notifier.read_begin();
+            let snap = self
+                .notifier
+                .snapshot(seq, self.start + i * PAGE_SIZE, &mut pfns);
+            let mut slots = self.pages.lock();
+            if slots.dead {
+                return Err(EFAULT);
+            }
+            let stale = match snap {
+                Ok(()) => self.notifier.read_retry(seq),
+                Err(EBUSY) => true,
+                // Cannot read the page table: treat every suspect pin as gone.
+                Err(_) => {
+                    pfns.iter_mut().for_each(|p| *p = 0);
+                    false
+                }
+            };
+            if stale && attempts < REPIN_ATTEMPTS {
+                drop(slots);
+                self.stats.add(Kind::RepinRetries, 1);
+                continue;
+            }
+            let mut kept = 0u64;
+            // First and last index + 1 of the pins replaced by another present page.
+            let mut swap = (usize::MAX, 0);
+            for k in i..j {
+                let Some(pin) = &mut slots.pins[k] else {
+                    continue;
+                };
+                if !pin.suspect {
+                    continue;
+                }
+                let mapped = if stale {
+                    // Invalidations kept racing: nothing is known, drop the pin.
+                    Mapped::Nothing
+                } else {
+                    Mapped::from_hmm_pfn(pfns[k - i])
+                };
+                match mapped {
+                    Mapped::Page { page, write } if page == pin.page.as_ptr() => {
+                        pin.suspect = false;
+                        if !write {
+                            pin.page.forbid_writes();
+                        }
+                        kept += 1;
+                    }
+                    other => {
+                        if let Some(old) = slots.pins[k].take() {
+                            // Cannot fail: `gone` has room for every pin of the batch.
+                            let _ = gone.push_within_capacity(old.page);
+                        }
+                        if matches!(other, Mapped::Page { .. }) {
+                            swap = (swap.0.min(k), k + 1);
+                        }
+                    }
+                }
+            }
+            break (kept, swap);
+        };
+        let dropped = gone.len() as u64;
+        drop(gone);
+        self.stats.add(Kind::PinsKept, kept);
+        self.stats.add(Kind::PagesUnpinned, dropped);
+        self.stats.sub(Kind::PagesPinned, dropped);
+        if swap.0 < swap.1 {
+            // Pin the pages mapped now in place of the old ones, without faulting: what is not
+            // present stays absent and is pinned by the next access that needs it.
+            let mode = PinMode {
+                write: self.access.write,
+                nofault: true,
+                owner: false,
+            };
+            match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
+                Ok(_) | Err(EFAULT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
