@@ -514,7 +514,7 @@ static void *remap_loop(void *arg)
  * generation page of the remapper or one of the writes — never torn or
  * garbage.
  */
-TEST_F(rdma_va, write_races_remap)
+TEST_F_TIMEOUT(rdma_va, write_races_remap, 180)
 {
 	size_t len = 16 * PAGE;
 	uint8_t *a = map_anon(len);
