@@ -73,17 +73,10 @@ static double median(double *v, int n)
 /* len bytes of touched anonymous memory aligned to 2 MiB, without THP. */
 static uint8_t *map_aligned(size_t len)
 {
-	uint8_t *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *a;
+	uint8_t *a = map_aligned_2m(len);
 
-	if (raw == MAP_FAILED)
-		return NULL;
-	a = (uint8_t *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
-	if (a > raw)
-		munmap(raw, a - raw);
-	munmap(a + len, raw + HUGE - a);
-	madvise(a, len, MADV_NOHUGEPAGE);
-	memset(a, 1, len);
+	if (a)
+		memset(a, 1, len);
 	return a;
 }
 

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 /* A private anonymous read-write mapping of len bytes, or NULL. */
 static inline uint8_t *map_anon(size_t len)
@@ -22,6 +24,50 @@ static inline int remap_fixed(void *addr, size_t len)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 
 	return p == addr ? 0 : -1;
+}
+
+/*
+ * len bytes of private anonymous memory aligned to 2 MiB (so that a VMA split
+ * inside it invalidates whole 2 MiB blocks), with THP off, or NULL. Not
+ * touched.
+ */
+static inline uint8_t *map_aligned_2m(size_t len)
+{
+	const size_t huge = 2ul << 20;
+	uint8_t *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *a;
+
+	if (raw == MAP_FAILED)
+		return NULL;
+	a = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(huge - 1));
+	if (a > raw)
+		munmap(raw, a - raw);
+	munmap(a + len, raw + huge - a);
+	madvise(a, len, MADV_NOHUGEPAGE);
+	return a;
+}
+
+/* Pages of [addr, addr + len) (at most 4096 pages) present in the page table, or -1. */
+static inline long resident_pages(void *addr, size_t len)
+{
+	unsigned char vec[4096];
+	size_t n = len / 4096, i;
+	long r = 0;
+
+	if (n > sizeof(vec) || mincore(addr, len, vec))
+		return -1;
+	for (i = 0; i < n; i++)
+		r += vec[i] & 1;
+	return r;
+}
+
+/* CLOCK_MONOTONIC in seconds. */
+static inline double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 #endif /* VAMR_SELFTEST_MM_UTIL_H */

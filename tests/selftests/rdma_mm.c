@@ -224,8 +224,9 @@ TEST_F(mm, numa_migration)
 		nodes[i] = status[i] == 0 ? 1 : 0;
 	ret = syscall(SYS_move_pages, 0, n, pages, nodes, status, MPOL_MF_MOVE);
 	ASSERT_LE(0, ret) TH_LOG("move_pages: %s", strerror(errno));
-	for (i = 0; i < n; i++)
-		EXPECT_EQ(nodes[i], status[i]) TH_LOG("page %zu not moved: %d", i, status[i]);
+	for (i = 0; i < n && status[i] == nodes[i]; i++)
+		;
+	EXPECT_EQ(n, i) TH_LOG("page %zu not moved: status %d", i, i < n ? status[i] : 0);
 	ASSERT_EQ(IBV_WC_SUCCESS, peer_read(self, mr, a + 100, len - 200));
 	EXPECT_EQ(PATTERN_OK, pattern_check(self->buf, len - 200, 304, 100));
 	/* Pinned pages are not migrated (FOLL_LONGTERM), and stay right. */

@@ -32,7 +32,7 @@
 #define RDMA_PAIR_PORT			1
 #define RDMA_PAIR_QUEUE_DEPTH		64
 #define RDMA_PAIR_CQ_DEPTH		128
-#define RDMA_PAIR_DEFAULT_TIMEOUT_MS	5000
+#define RDMA_PAIR_DEFAULT_TIMEOUT_MS	15000
 /* Local ACK timeout of the QPs: 4.096 us * 2^14, about 67 ms. */
 #define RDMA_PAIR_DEFAULT_ACK_TIMEOUT	14
 /* Transport retries (IBV_QP_RETRY_CNT); rxe never gives up at 7. */

@@ -746,20 +746,6 @@ TEST_F(rdma_va, advise_prefetch)
 	close(fd);
 }
 
-/* Pages of [addr, addr + len) present in the page table (mincore), or -1. */
-static long resident(void *addr, size_t len)
-{
-	unsigned char vec[256];
-	size_t i, n = len / PAGE;
-	long r = 0;
-
-	if (n > sizeof(vec) || mincore(addr, len, vec))
-		return -1;
-	for (i = 0; i < n; i++)
-		r += vec[i] & 1;
-	return r;
-}
-
 /*
  * The advice is honoured as on an ODP MR: PREFETCH_NO_FAULT faults nothing in
  * (after munmap + mmap nothing stays resident), PREFETCH pins a read-only
@@ -794,11 +780,11 @@ TEST_F(rdma_va, advise_flags)
 	}
 	ASSERT_EQ(0, munmap(a, len));
 	ASSERT_EQ(0, remap_fixed(a, len));
-	ASSERT_EQ(0, resident(a, len));
+	ASSERT_EQ(0, resident_pages(a, len));
 	ret = advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
 			IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
 	EXPECT_EQ(0, ret) TH_LOG("NO_FAULT advice: %s", strerror(ret));
-	EXPECT_EQ(0, resident(a, len)) TH_LOG("%s: NO_FAULT faulted pages in", variant->name);
+	EXPECT_EQ(0, resident_pages(a, len)) TH_LOG("%s: NO_FAULT faulted pages in", variant->name);
 	if (variant->mode == VA) {
 		q.key = mr->lkey;
 		ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
@@ -808,7 +794,7 @@ TEST_F(rdma_va, advise_flags)
 	pattern_fill(a, 5 * PAGE, 98, 0);
 	EXPECT_EQ(0, advise_mr(self->pair.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
 			       IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1));
-	EXPECT_EQ(5, resident(a, len));
+	EXPECT_EQ(5, resident_pages(a, len));
 	if (variant->mode == VA) {
 		ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
 		EXPECT_EQ(5u, q.counters.pages_pinned);

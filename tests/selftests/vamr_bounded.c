@@ -40,14 +40,6 @@
 #define GIB (1ul << 30)
 #define LIMIT_PARAM "/sys/module/vamr/parameters/max_regions_per_mm"
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int prefetch_flags(int fd, uint32_t h, void *addr, uint64_t len, uint32_t flags,
 			  uint32_t *pages)
 {
@@ -59,20 +51,6 @@ static int prefetch_flags(int fd, uint32_t h, void *addr, uint64_t len, uint32_t
 	if (!ret && pages)
 		*pages = p.pages;
 	return ret;
-}
-
-/* Pages of [addr, addr + len) resident in the page table (mincore). */
-static long resident_pages(void *addr, size_t len)
-{
-	unsigned char vec[4096];
-	size_t n = len / PAGE, i;
-	long r = 0;
-
-	if (n > sizeof(vec) || mincore(addr, len, vec))
-		return -1;
-	for (i = 0; i < n; i++)
-		r += vec[i] & 1;
-	return r;
 }
 
 static uint64_t pinned(int fd, uint32_t h)
@@ -135,13 +113,13 @@ TEST_F(bounded, prot_none_vma_skipped_whole)
 	/* One readable page after the PROT_NONE VMA, with position-dependent data. */
 	ASSERT_EQ(0, mprotect(a + GIB, PAGE, PROT_READ | PROT_WRITE));
 	pattern_fill(a + GIB, PAGE, 71, 0);
-	t0 = now_s();
+	t0 = mono_s();
 	ASSERT_EQ(0, vamr_register(self->fd, a, GIB + PAGE, RW, 1, &h));
-	t_reg = now_s() - t0;
+	t_reg = mono_s() - t0;
 	EXPECT_EQ(1u, pinned(self->fd, h));
-	t0 = now_s();
+	t0 = mono_s();
 	EXPECT_EQ(0, prefetch_flags(self->fd, h, a, GIB + PAGE, 0, &pages));
-	t_pf = now_s() - t0;
+	t_pf = mono_s() - t0;
 	EXPECT_EQ(0u, pages);	/* the readable page was pinned already */
 	EXPECT_EQ(-EFAULT, prefetch_flags(self->fd, h, a, GIB, 0, NULL));
 	/* 262144 refused pages crawled one by one take seconds; a VMA skip takes microseconds. */
@@ -166,10 +144,10 @@ struct crawl {
 static void *crawl_prefetch(void *arg)
 {
 	struct crawl *c = arg;
-	double t0 = now_s();
+	double t0 = mono_s();
 
 	c->ret = prefetch_flags(c->fd, c->h, c->a, c->len, 0, NULL);
-	c->took = now_s() - t0;
+	c->took = mono_s() - t0;
 	return NULL;
 }
 
@@ -197,9 +175,9 @@ TEST_F(bounded, unregister_cancels_a_crawl)
 	/* Every page past EOF fails on its own: the prefetch crawls them one by one. */
 	ASSERT_EQ(0, pthread_create(&t, NULL, crawl_prefetch, &c));
 	usleep(200 * 1000);
-	t0 = now_s();
+	t0 = mono_s();
 	EXPECT_EQ(0, vamr_unregister(self->fd, c.h));
-	t_unreg = now_s() - t0;
+	t_unreg = mono_s() - t0;
 	ASSERT_EQ(0, pthread_join(t, NULL));
 	/* Either the crawl was still running (cancelled) or it had ended with EFAULT. */
 	EXPECT_TRUE(c.ret == -ECANCELED || c.ret == -EFAULT) TH_LOG("prefetch: %d", c.ret);
@@ -230,10 +208,10 @@ TEST_F(bounded, sigkill_ends_a_crawl)
 		_exit(2);
 	}
 	usleep(300 * 1000);
-	t0 = now_s();
+	t0 = mono_s();
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	took = now_s() - t0;
+	took = mono_s() - t0;
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
 		TH_LOG("child status %#x (registration finished before the kill?)", status);
 	EXPECT_GT(1.0, took) TH_LOG("the killed child took %.3f s to die", took);

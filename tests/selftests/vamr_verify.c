@@ -56,21 +56,13 @@ FIXTURE_TEARDOWN(verify)
 	close(self->fd);
 }
 
-/* 16 MiB of anonymous memory aligned to 2 MiB (so splits hit a 2 MiB block), filled. */
+/* len bytes aligned to 2 MiB (so splits hit a 2 MiB block), filled with pattern `seed`. */
 static uint8_t *map_aligned(size_t len, uint64_t seed)
 {
-	uint8_t *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	uint8_t *a;
+	uint8_t *a = map_aligned_2m(len);
 
-	if (raw == MAP_FAILED)
-		return NULL;
-	a = (uint8_t *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
-	if (a > raw)
-		munmap(raw, a - raw);
-	munmap(a + len, raw + HUGE - a);
-	madvise(a, len, MADV_NOHUGEPAGE);
-	pattern_fill(a, len, seed, 0);
+	if (a)
+		pattern_fill(a, len, seed, 0);
 	return a;
 }
 
