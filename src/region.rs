@@ -120,6 +120,8 @@ struct Slots {
     /// Fault requests finished so far (see [`Region::wait_for_fault`]); waiters sleep on
     /// [`Region::fault_done`] until it moves.
     faults_done: u64,
+    /// A fault request of this region is queued or running (at most one at a time).
+    fault_pending: bool,
 }
 
 /// A registered VA range with virtual-address semantics.
@@ -335,7 +337,14 @@ impl Region {
             pin_init!(Region {
                 notifier <- IntervalNotifier::new(),
                 pages <- new_mutex!(
-                    Slots { pins, fills: 0, suspect: (0, 0), dead: false, faults_done: 0 },
+                    Slots {
+                        pins,
+                        fills: 0,
+                        suspect: (0, 0),
+                        dead: false,
+                        faults_done: 0,
+                        fault_pending: false,
+                    },
                     "vamr_region_pages"
                 ),
                 idle <- new_condvar!("vamr_region_idle"),
@@ -638,11 +647,24 @@ impl Region {
             nofault: how.nofault,
             owner: self.current_is_owner(),
         };
-        let pinned = match self.fill(&mm, a, b - a, PinCause::OnDemand, mode) {
-            Ok(n) => n,
-            Err(EFAULT) => 0,
-            Err(e) => return Err(e),
-        };
+        let mut pinned = 0;
+        loop {
+            match self.fill(&mm, a, b - a, PinCause::OnDemand, mode) {
+                Ok(n) => {
+                    pinned += n;
+                    break;
+                }
+                Err(EFAULT) => break,
+                // A userfault this context must not wait for (a device task's asynchronous
+                // advice): deliver it from a fault request, then go on. Each round resolves
+                // one fault or ends (cancellation, a signal, the region's death).
+                Err(EBUSY) => match self.next_gap(a, b, mode)? {
+                    Some((i, _)) => self.wait_for_fault(i, mode.write)?,
+                    None => break,
+                },
+                Err(e) => return Err(e),
+            }
+        }
         if how.nofault {
             return Ok(pinned);
         }

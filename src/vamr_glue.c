@@ -156,9 +156,16 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
 	if (!owner && !(gup_flags & FOLL_NOFAULT)) {
+		/*
+		 * One VMA per call, so that a batch that starts in an ordinary
+		 * VMA cannot run on into a userfaultfd one without FOLL_NOWAIT.
+		 */
 		vma = vma_lookup(mm, start);
-		if (vma && userfaultfd_armed(vma))
-			gup_flags |= FOLL_NOWAIT;
+		if (vma) {
+			npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
+			if (userfaultfd_armed(vma))
+				gup_flags |= FOLL_NOWAIT;
+		}
 	}
 	ret = pin_user_pages_remote(mm, start, npages, gup_flags, pages, &locked);
 	if (locked)
@@ -196,9 +203,9 @@ unsigned long vamr_memlock_limit_pages(void)
  * The module's own workqueue for the per-mm verify work: destroying it at
  * module exit drains every queued work item before the code goes away.
  */
-struct workqueue_struct *vamr_alloc_workqueue(void)
+struct workqueue_struct *vamr_alloc_workqueue(const char *name)
 {
-	return alloc_workqueue("vamr", WQ_UNBOUND, 0);
+	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
 }
 
 /* TASK_SIZE of current: the end of the user address space, in bytes. */

@@ -29,7 +29,7 @@ unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
 bool vamr_fatal_signal_pending(void);
 unsigned int vamr_max_regions_per_mm(void);
-struct workqueue_struct *vamr_alloc_workqueue(void);
+struct workqueue_struct *vamr_alloc_workqueue(const char *name);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages);
 

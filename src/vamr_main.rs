@@ -32,48 +32,71 @@ module! {
 }
 
 extern "C" {
-    fn vamr_alloc_workqueue() -> *mut bindings::workqueue_struct;
+    fn vamr_alloc_workqueue(name: *const u8) -> *mut bindings::workqueue_struct;
 }
 
-/// The module's workqueue (the per-mm verify work). Set by [`RepinQueue::new`] before `/dev/vamr`
-/// exists, cleared after it is gone.
+/// The queue of the per-mm verify work. Set by [`ModuleQueue::new`] before `/dev/vamr` exists,
+/// cleared after it is gone.
 static WORKQUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
 
-/// The workqueue for region work items.
+/// The queue of fault requests, apart from [`WORKQUEUE`]: a fault request may wait for a
+/// userfaultfd handler for as long as the process lets it, and must never hold up the verify
+/// pass of other processes.
+static FAULT_WORKQUEUE: AtomicPtr<bindings::workqueue_struct> =
+    AtomicPtr::new(core::ptr::null_mut());
+
+/// The queue in `slot`.
 ///
-/// Only called by regions, which exist only while the module is loaded and its workqueue set
-/// (they are created through `/dev/vamr`, registered after the queue and removed before it).
-pub(crate) fn workqueue_get() -> &'static Queue {
-    let ptr = WORKQUEUE.load(Ordering::Acquire);
-    // SAFETY: `ptr` is the live workqueue allocated by `RepinQueue::new`: regions exist only
-    // between its creation and `RepinQueue::drop` (see above), which destroys it last.
+/// Only called by regions and per-mm state, which exist only while the module is loaded and
+/// its queues set (they are created through `/dev/vamr` or the API, after the queues, and gone
+/// before them).
+fn queue_get(slot: &AtomicPtr<bindings::workqueue_struct>) -> &'static Queue {
+    let ptr = slot.load(Ordering::Acquire);
+    // SAFETY: `ptr` is a live workqueue allocated by `ModuleQueue::new`: its users exist only
+    // between its creation and `ModuleQueue::drop` (see above), which destroys it last.
     unsafe { Queue::from_raw(ptr) }
 }
 
-/// Owns the module's workqueue. Dropping it drains and destroys the queue, so no work item of
-/// the module runs after the module is gone.
-struct RepinQueue(NonNull<bindings::workqueue_struct>);
+/// The queue for the per-mm verify work.
+pub(crate) fn workqueue_get() -> &'static Queue {
+    queue_get(&WORKQUEUE)
+}
+
+/// The queue for fault requests.
+pub(crate) fn fault_workqueue_get() -> &'static Queue {
+    queue_get(&FAULT_WORKQUEUE)
+}
+
+/// Owns one of the module's workqueues. Dropping it drains and destroys the queue, so no work
+/// item of the module runs after the module is gone.
+struct ModuleQueue {
+    wq: NonNull<bindings::workqueue_struct>,
+    slot: &'static AtomicPtr<bindings::workqueue_struct>,
+}
 
 // SAFETY: a workqueue may be used and destroyed from any thread.
-unsafe impl Send for RepinQueue {}
-// SAFETY: `&RepinQueue` exposes nothing.
-unsafe impl Sync for RepinQueue {}
+unsafe impl Send for ModuleQueue {}
+// SAFETY: `&ModuleQueue` exposes nothing.
+unsafe impl Sync for ModuleQueue {}
 
-impl RepinQueue {
-    fn new() -> Result<Self> {
-        // SAFETY: no preconditions; returns NULL on failure.
-        let wq = NonNull::new(unsafe { vamr_alloc_workqueue() }).ok_or(ENOMEM)?;
-        WORKQUEUE.store(wq.as_ptr(), Ordering::Release);
-        Ok(RepinQueue(wq))
+impl ModuleQueue {
+    fn new(
+        name: &'static CStr,
+        slot: &'static AtomicPtr<bindings::workqueue_struct>,
+    ) -> Result<Self> {
+        // SAFETY: `name` is a NUL-terminated string that lives forever; returns NULL on failure.
+        let wq = NonNull::new(unsafe { vamr_alloc_workqueue(name.as_char_ptr()) }).ok_or(ENOMEM)?;
+        slot.store(wq.as_ptr(), Ordering::Release);
+        Ok(ModuleQueue { wq, slot })
     }
 }
 
-impl Drop for RepinQueue {
+impl Drop for ModuleQueue {
     fn drop(&mut self) {
-        WORKQUEUE.store(core::ptr::null_mut(), Ordering::Release);
+        self.slot.store(core::ptr::null_mut(), Ordering::Release);
         // SAFETY: the queue was allocated by `new` and is destroyed exactly once; no region is
         // left to queue work (the misc device, and with it every open file, is gone).
-        unsafe { bindings::destroy_workqueue(self.0.as_ptr()) };
+        unsafe { bindings::destroy_workqueue(self.wq.as_ptr()) };
     }
 }
 
@@ -95,7 +118,8 @@ impl Drop for Globals {
 struct VamrModule {
     #[pin]
     _miscdev: MiscDeviceRegistration<device::VamrFile>,
-    _wq: RepinQueue,
+    _wq: ModuleQueue,
+    _fault_wq: ModuleQueue,
     _globals: Globals,
 }
 
@@ -105,7 +129,8 @@ impl kernel::InPlaceModule for VamrModule {
         api::init_registry();
         mm_state::init();
         try_pin_init!(Self {
-            _wq: RepinQueue::new()?,
+            _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,
+            _fault_wq: ModuleQueue::new(c"vamr_fault", &FAULT_WORKQUEUE)?,
             _globals: Globals,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),
         })

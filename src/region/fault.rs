@@ -43,6 +43,7 @@ impl WorkItem for FaultRequest {
             }
         }
         let mut slots = region.pages.lock();
+        slots.fault_pending = false;
         slots.faults_done += 1;
         region.fault_done.notify_all();
     }
@@ -57,29 +58,51 @@ impl Region {
 
     /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits
     /// until it was handled, for an access that must not wait on a userfault itself (a device
-    /// task: nothing could wake it if the process never answers). The wait ends when the
-    /// request finished (success or not: the caller pins again), or with `ECANCELED` when the
-    /// region is cancelled (deregistration), or `EFAULT` when it is dead. The request holds a
-    /// reference to the region and the mm; if the handler never answers it ends when the
-    /// process closes its userfaultfd (at exit at the latest). Sleeps.
+    /// task: nothing could wake it if the process never answers). A region has at most one
+    /// request outstanding: an access that finds one waits for it, then pins again (and asks
+    /// for its own page if it is still missing). So the requests waiting for a handler are at
+    /// most one per region, on a queue of their own that holds up nothing else.
+    ///
+    /// The wait ends when the request finished (success or not: the caller pins again), or
+    /// with `ECANCELED` when the region is cancelled (deregistration), `EFAULT` when it is dead,
+    /// `EINTR` when the caller has a signal pending (a process; device tasks get none). The
+    /// request holds a reference to the region and the mm; if the handler never answers it
+    /// ends when the process closes its userfaultfd (at exit at the latest). Sleeps
+    /// interruptibly.
     pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
-        // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference to
-        // the registration (it is accessing the region), so the count is not zero.
-        let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
         let va = self.start + idx * PAGE_SIZE;
-        let ticket = self.pages.lock().faults_done;
-        let request = KBox::pin_init(
-            pin_init!(FaultRequest {
-                region,
-                va,
-                write,
-                work <- new_work!("vamr_fault_request"),
-            }),
-            GFP_KERNEL,
-        )?;
-        // A fresh box is never queued already: enqueueing it cannot fail.
-        crate::workqueue_get().enqueue(request);
-        self.stats.add(Kind::FaultRequests, 1);
+        let (ticket, ask) = {
+            let mut slots = self.pages.lock();
+            let ask = !slots.fault_pending;
+            slots.fault_pending = true;
+            (slots.faults_done, ask)
+        };
+        if ask {
+            // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference
+            // to the registration (it is accessing the region), so the count is not zero.
+            let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
+            let request = KBox::pin_init(
+                pin_init!(FaultRequest {
+                    region,
+                    va,
+                    write,
+                    work <- new_work!("vamr_fault_request"),
+                }),
+                GFP_KERNEL,
+            );
+            let request = match request {
+                Ok(request) => request,
+                Err(e) => {
+                    let mut slots = self.pages.lock();
+                    slots.fault_pending = false;
+                    self.fault_done.notify_all();
+                    return Err(e);
+                }
+            };
+            // A fresh box is never queued already: enqueueing it cannot fail.
+            crate::fault_workqueue_get().enqueue(request);
+            self.stats.add(Kind::FaultRequests, 1);
+        }
         let mut slots = self.pages.lock();
         while slots.faults_done == ticket {
             if slots.dead {
@@ -88,7 +111,9 @@ impl Region {
             if self.cancelled.load(Ordering::Acquire) {
                 return Err(ECANCELED);
             }
-            self.fault_done.wait(&mut slots);
+            if self.fault_done.wait_interruptible(&mut slots) {
+                return Err(EINTR);
+            }
         }
         Ok(())
     }
