@@ -11,6 +11,11 @@
  * nonowner_prefetch_errno: vamr_region_prefetch() of a userfaultfd page from
  *   a non-owner returns -EBUSY, an errno include/linux/vamr.h does not list
  *   (the FOLL_NOWAIT "would wait" of vamr_pin_user_pages() leaks out of fill()).
+ * fault_requests_starve_verify: fault requests run on vamr's one global
+ *   workqueue and stay there for as long as the userfaultfd handler does not
+ *   answer (cancelling the access does not end them); once max_active of them
+ *   wait, no other work item of the module runs, so the verify pass of every
+ *   other process stops: the pages it released stay pinned.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,7 +23,9 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -241,6 +248,151 @@ TEST_F(nonowner, nonowner_prefetch_errno)
 	TH_LOG("non-owner prefetch: %s", err ? strerror(err) : "ok");
 	EXPECT_TRUE(err == 0 || err == EFAULT || err == ECANCELED || err == EINTR ||
 		    err == ENOMEM) TH_LOG("undocumented errno %d (%s)", err, strerror(err));
+}
+
+/*
+ * Enough waiting fault requests to fill vamr's workqueue (unbound, default
+ * max_active 1024, split over the guest's two NUMA nodes): one per CPU over
+ * what a node takes, from children (non-owners) reading one region each over
+ * a page whose userfault is not answered yet. Then another region of this
+ * process is released with MADV_DONTNEED: the verify pass must drop its pin
+ * (as it does in well under a second otherwise). The fault is answered at the
+ * end, which ends every request.
+ */
+#define SAT_CHILDREN 1120
+
+FIXTURE(sat)
+{
+	int fds[SAT_CHILDREN];
+	pid_t pids[SAT_CHILDREN];
+	int nfds, npids, uffd, vfd;
+	uint8_t *u, *p;
+};
+
+FIXTURE_SETUP(sat)
+{
+	self->nfds = self->npids = 0;
+	self->uffd = self->vfd = -1;
+	self->u = self->p = NULL;
+}
+
+FIXTURE_TEARDOWN(sat)
+{
+	static uint8_t page[PAGE] __attribute__((aligned(4096)));
+	int i;
+
+	if (self->uffd >= 0) {
+		struct uffdio_copy c = { .dst = (uintptr_t)self->u, .src = (uintptr_t)page, .len = PAGE };
+
+		ioctl(self->uffd, UFFDIO_COPY, &c);	/* ends every waiting fault request */
+	}
+	for (i = 0; i < self->npids; i++)
+		waitpid(self->pids[i], NULL, 0);
+	for (i = 0; i < self->nfds; i++)
+		close(self->fds[i]);
+	if (self->uffd >= 0)
+		close(self->uffd);
+	if (self->vfd >= 0)
+		close(self->vfd);
+	if (self->u)
+		munmap(self->u, PAGE);
+	if (self->p)
+		munmap(self->p, 2 * PAGE);
+}
+
+TEST_F_TIMEOUT(sat, fault_requests_starve_verify, 240)
+{
+	struct rlimit rl = { .rlim_cur = 4096, .rlim_max = 4096 };
+	struct vamr_api_test_arg arg = { 0 };
+	struct pollfd pfd;
+	struct uffd_msg msg;
+	int i, seen = 0, fd, last_growth;
+	uint64_t pinned;
+	uint32_t h;
+	double t0;
+
+	fd = open("/dev/vamr_api_test", O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		SKIP(return, "vamr_api_test.ko not loaded");
+	ASSERT_LE(0, fd);
+	close(fd);
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+	self->u = map_anon(PAGE);
+	ASSERT_NE(NULL, self->u);
+	memset(self->u, 0x22, PAGE);
+	for (i = 0; i < SAT_CHILDREN; i++) {
+		fd = open("/dev/vamr_api_test", O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, fd);
+		self->fds[self->nfds++] = fd;
+		arg.addr = (uintptr_t)self->u;
+		arg.len = PAGE;
+		arg.access = RW;
+		ASSERT_EQ(0, api(fd, VAMR_API_TEST_CREATE, &arg));
+	}
+	/* Release the page (the verify pass drops every pin), then hand it to userfaultfd. */
+	ASSERT_EQ(0, madvise(self->u, PAGE, MADV_DONTNEED));
+	usleep(1000 * 1000);
+	self->uffd = uffd_missing(self->u, PAGE);
+	if (self->uffd == -EPERM || self->uffd == -ENOSYS)
+		SKIP(return, "userfaultfd unavailable: %s", strerror(-self->uffd));
+	ASSERT_LE(0, self->uffd);
+
+	for (i = 0; i < SAT_CHILDREN; i++) {
+		pid_t pid = fork();
+
+		ASSERT_LE(0, pid);
+		if (pid == 0) {
+			static uint8_t out[64];
+			cpu_set_t set;
+			struct vamr_api_test_arg a = {
+				.addr = (uintptr_t)self->u, .len = sizeof(out), .buf = (uintptr_t)out,
+			};
+
+			CPU_ZERO(&set);
+			CPU_SET(i % 2, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+			_exit(api(self->fds[i], VAMR_API_TEST_READ, &a) ? 2 : 0);
+		}
+		self->pids[self->npids++] = pid;
+	}
+	/* Count the faults that reach the handler until no more come for 3 s. */
+	pfd = (struct pollfd){ .fd = self->uffd, .events = POLLIN };
+	t0 = now_s();
+	last_growth = 0;
+	while (now_s() - t0 < 60 && (int)((now_s() - t0) * 10) - last_growth < 30) {
+		if (poll(&pfd, 1, 100) > 0 && read(self->uffd, &msg, sizeof(msg)) == sizeof(msg) &&
+		    msg.event == UFFD_EVENT_PAGEFAULT) {
+			seen++;
+			last_growth = (int)((now_s() - t0) * 10);
+		}
+	}
+	TH_LOG("%d of %d fault requests reached the handler", seen, SAT_CHILDREN);
+
+	/* Another region of this process, released: its pin must go. */
+	self->vfd = vamr_open();
+	ASSERT_LE(0, self->vfd);
+	self->p = map_anon(2 * PAGE);
+	ASSERT_NE(NULL, self->p);
+	memset(self->p, 0x33, 2 * PAGE);
+	ASSERT_EQ(0, vamr_register(self->vfd, self->p, 2 * PAGE, RW, 1, &h));
+	ASSERT_EQ(2u, vamr_wait_pinned(self->vfd, h, 2, 1000));
+	ASSERT_EQ(0, madvise(self->p, 2 * PAGE, MADV_DONTNEED));
+	pinned = vamr_wait_pinned(self->vfd, h, 0, 3000);
+	EXPECT_EQ(0u, pinned) TH_LOG("the verify pass did not run within 3 s: %llu pages still pinned",
+				     (unsigned long long)pinned);
+	/* Answer the fault: every request ends, and the verify pass runs. */
+	{
+		static uint8_t page[PAGE] __attribute__((aligned(4096)));
+		struct uffdio_copy c = { .dst = (uintptr_t)self->u, .src = (uintptr_t)page, .len = PAGE };
+
+		EXPECT_EQ(0, ioctl(self->uffd, UFFDIO_COPY, &c));
+	}
+	for (i = 0; i < self->npids; i++)
+		waitpid(self->pids[i], NULL, 0);
+	self->npids = 0;
+	pinned = vamr_wait_pinned(self->vfd, h, 0, 5000);
+	TH_LOG("after the handler answered: %llu pages pinned", (unsigned long long)pinned);
+	EXPECT_EQ(0, vamr_unregister(self->vfd, h));
 }
 
 TEST_HARNESS_MAIN
