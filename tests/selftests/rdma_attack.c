@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdma_attack: hostile-review reproducers for VA MRs on rxe.
+ *
+ * span_into_uffd_dereg: a device access whose on-demand pin round starts in
+ * an ordinary VMA and runs on into a userfaultfd-registered VMA. vamr decides
+ * on FOLL_NOWAIT by looking at the VMA of the round's first page only
+ * (vamr_pin_user_pages() in src/vamr_glue.c), so rxe's responder task itself
+ * waits in handle_userfault() for the process's handler, no fault request is
+ * made, vamr_region_cancel() cannot wake it, and ibv_dereg_mr() waits for the
+ * handler (with a handler that never answers: rxe's 50 s cleanup timeout,
+ * its WARN, and a process that cannot exit).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "mm_util.h"
+#include "pattern.h"
+#include "rdma_pair.h"
+#include "vamr_lib.h"
+
+#define PAGE 4096ul
+#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+/* A MISSING-mode handler that notes each fault at once and answers it after delay_ms. */
+struct late_handler {
+	int uffd;
+	int delay_ms;
+	int seen;		/* faults read from the uffd */
+	int stop;
+	uint64_t seed;
+	uint8_t *base;
+	pthread_t thread;
+	uint8_t page[PAGE] __attribute__((aligned(4096)));
+};
+
+static void *late_handler_main(void *arg)
+{
+	struct late_handler *h = arg;
+	struct pollfd pfd = { .fd = h->uffd, .events = POLLIN };
+	struct uffd_msg msg;
+
+	while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		if (read(h->uffd, &msg, sizeof(msg)) != sizeof(msg))
+			continue;
+		if (msg.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		__atomic_add_fetch(&h->seen, 1, __ATOMIC_RELEASE);
+		uint64_t addr = msg.arg.pagefault.address & ~(PAGE - 1);
+		struct uffdio_copy c = { .dst = addr, .src = (uintptr_t)h->page, .len = PAGE };
+
+		/* Sleep in small steps so that stop ends the thread promptly. */
+		for (int i = 0; i < h->delay_ms / 10 && !__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE); i++)
+			usleep(10 * 1000);
+		pattern_fill(h->page, PAGE, h->seed, addr - (uintptr_t)h->base);
+		ioctl(h->uffd, UFFDIO_COPY, &c);
+	}
+	return NULL;
+}
+
+static int uffd_missing(void *addr, size_t len)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)addr, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+FIXTURE(attack)
+{
+	struct rdma_pair pair;
+	bool open;
+	uint8_t *buf;
+	struct ibv_mr *buf_mr;
+	int vfd;
+};
+
+FIXTURE_SETUP(attack)
+{
+	const char *dev = rdma_pair_default_dev();
+	int rc = rdma_pair_open(&self->pair, dev);
+
+	self->vfd = -1;
+	if (rc == -ENODEV)
+		SKIP(return, "RDMA device %s not present", dev);
+	ASSERT_EQ(0, rc);
+	self->open = true;
+	self->buf = map_anon(4 * PAGE);
+	ASSERT_NE(NULL, self->buf);
+	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, self->buf, 4 * PAGE, ACC, &self->buf_mr));
+	self->vfd = vamr_open();
+	ASSERT_LE(0, self->vfd);
+}
+
+FIXTURE_TEARDOWN(attack)
+{
+	if (self->buf_mr)
+		ibv_dereg_mr(self->buf_mr);
+	if (self->open)
+		rdma_pair_close(&self->pair);
+	if (self->vfd >= 0)
+		close(self->vfd);
+}
+
+static uint64_t mr_fault_requests(int vfd, struct ibv_mr *mr)
+{
+	struct vamr_mr_query q = { .key = mr->lkey };
+
+	return vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q) ? (uint64_t)-1 : q.counters.fault_requests;
+}
+
+/*
+ * MR over [A | B]: both holes at registration (so both slots are absent),
+ * then A is mapped and filled by the CPU (present, not pinned) and B is
+ * mapped and handed to userfaultfd (missing). The peer's 64-byte WRITE at
+ * A + PAGE - 32 needs both pages: rxe's responder pins A and B in one round
+ * that starts in A's VMA, so no FOLL_NOWAIT, and the responder task waits in
+ * B's userfault itself. Documented: a device task never waits on a userfault
+ * (a fault request does, counted in fault_requests) and deregistration ends
+ * the access's wait at once. The handler answers after 3 s, so the test ends
+ * either way.
+ */
+TEST_F(attack, span_into_uffd_dereg)
+{
+	struct late_handler *h;
+	uint8_t *a;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	uint64_t fr;
+	double t0, took;
+	int uffd, st;
+
+	h = calloc(1, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	a = map_anon(2 * PAGE);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, munmap(a, 2 * PAGE));
+	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, a, 2 * PAGE, ACC | VAMR_ACCESS_VA, &mr));
+	ASSERT_EQ(0, remap_fixed(a, 2 * PAGE));
+	pattern_fill(a, PAGE, 701, 0);		/* A present; B untouched */
+	uffd = uffd_missing(a + PAGE, PAGE);
+	if (uffd == -EPERM || uffd == -ENOSYS) {
+		ibv_dereg_mr(mr);
+		munmap(a, 2 * PAGE);
+		free(h);
+		SKIP(return, "userfaultfd unavailable: %s", strerror(-uffd));
+	}
+	ASSERT_LE(0, uffd);
+	h->uffd = uffd;
+	h->delay_ms = 3000;
+	h->seed = 702;
+	h->base = a;
+	ASSERT_EQ(0, pthread_create(&h->thread, NULL, late_handler_main, h));
+
+	pattern_fill(self->buf, 64, 703, 0);
+	ASSERT_EQ(0, rdma_pair_post_write(&self->pair, 0, 1, self->buf, self->buf_mr->lkey,
+					  (uintptr_t)a + PAGE - 32, mr->rkey, 64));
+	usleep(400 * 1000);
+	fr = mr_fault_requests(self->vfd, mr);
+	TH_LOG("after 400 ms: handler saw %d fault(s), MR fault_requests %llu",
+	       __atomic_load_n(&h->seen, __ATOMIC_ACQUIRE), (unsigned long long)fr);
+	/* The access needs B: its fault is pending in the handler by now. */
+	EXPECT_EQ(1, __atomic_load_n(&h->seen, __ATOMIC_ACQUIRE));
+	/* A device task must not wait on the userfault itself. */
+	EXPECT_LE(1u, fr) TH_LOG("rxe's task waits on the userfault itself (no fault request)");
+
+	t0 = now_s();
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	took = now_s() - t0;
+	EXPECT_GT(1.0, took) TH_LOG("dereg with the access waiting on a userfault took %.3f s", took);
+
+	st = rdma_pair_wait_send(&self->pair, 0, 10000, &wc);
+	TH_LOG("WRITE completion status %d", st);
+	__atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(h->thread, NULL);
+	close(uffd);
+	EXPECT_EQ(0, rdma_pair_recover(&self->pair));
+	munmap(a, 2 * PAGE);
+	free(h);
+}
+
+TEST_HARNESS_MAIN
