@@ -80,7 +80,7 @@ pub(crate) enum Event {
 
 impl Event {
     /// Number of event kinds (for per-kind counters).
-    pub(crate) const COUNT: usize = 8;
+    pub(crate) const COUNT: usize = Event::Exclusive as usize + 1;
 
     fn from_raw(raw: bindings::mmu_notifier_event) -> Event {
         match raw {
@@ -342,5 +342,66 @@ impl IntervalNotifier {
         }
         // SAFETY: `insert` initialized `inner`; this only reads its `invalidate_seq` field.
         unsafe { vamr_mmu_interval_read_retry(self.inner.get(), seq) }
+    }
+}
+
+#[kunit_tests(vamr_kunit_notifier)]
+mod tests {
+    use super::*;
+
+    /// Every `enum mmu_notifier_event` value maps to its kind, and the kind's index is the
+    /// position the UAPI gives it (`enum vamr_event_kind`): the counters and event records
+    /// depend on both.
+    #[test]
+    fn event_from_raw_maps_every_kernel_event() {
+        let table = [
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_UNMAP,
+                Event::Unmap,
+                0,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_CLEAR,
+                Event::Clear,
+                1,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_PROTECTION_VMA,
+                Event::ProtectionVma,
+                2,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_PROTECTION_PAGE,
+                Event::ProtectionPage,
+                3,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_SOFT_DIRTY,
+                Event::SoftDirty,
+                4,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_RELEASE,
+                Event::Release,
+                5,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_MIGRATE,
+                Event::Migrate,
+                6,
+            ),
+            (
+                bindings::mmu_notifier_event_MMU_NOTIFY_EXCLUSIVE,
+                Event::Exclusive,
+                7,
+            ),
+        ];
+        for (raw, kind, index) in table {
+            assert_eq!(Event::from_raw(raw), kind);
+            assert_eq!(kind.index(), index);
+        }
+        assert_eq!(Event::COUNT, table.len());
+        // A value a later kernel might add is counted as EXCLUSIVE (the mapping stays).
+        assert_eq!(Event::from_raw(0xfff), Event::Exclusive);
     }
 }
