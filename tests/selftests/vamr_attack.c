@@ -20,6 +20,10 @@
  *   "does not sleep; any context", but Region::cancel takes the region mutex
  *   to wake waiters: called under a spinlock it is a sleeping function called
  *   from invalid context (CONFIG_DEBUG_ATOMIC_SLEEP reports it).
+ * access_errno_when_unregistered: VAMR_IOC_ACCESS racing with
+ *   VAMR_IOC_UNREGISTER of its region (another thread) fails with ECANCELED
+ *   (copy_bounced's cancellation check), an errno struct vamr_access does not
+ *   list (only PREFETCH documents ECANCELED).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -305,6 +309,62 @@ TEST(cancel_in_atomic_context)
 	close(kmsg);
 	close(fd);
 	munmap(a, PAGE);
+}
+
+struct access_thread {
+	int fd;
+	uint32_t handle;
+	uint8_t *region, *buf;
+	size_t len;
+	int rc;
+};
+
+static void *access_main(void *arg)
+{
+	struct access_thread *t = arg;
+
+	t->rc = vamr_read(t->fd, t->handle, t->region, t->buf, t->len);
+	return NULL;
+}
+
+TEST(access_errno_when_unregistered)
+{
+	const size_t len = 32ul << 20;
+	struct access_thread t = { 0 };
+	int try, fd = vamr_open(), failed = 0;
+	pthread_t th;
+
+	ASSERT_LE(0, fd);
+	t.fd = fd;
+	t.len = len;
+	t.region = map_anon(len);
+	t.buf = map_anon(len);
+	ASSERT_NE(NULL, t.region);
+	ASSERT_NE(NULL, t.buf);
+	memset(t.region, 0x66, len);
+	memset(t.buf, 0, len);
+	/* Until one access is cut short by the unregistration (bounded). */
+	for (try = 0; try < 10 && !failed; try++) {
+		ASSERT_EQ(0, vamr_register(fd, t.region, len, RW, 7, &t.handle));
+		t.rc = 1;
+		ASSERT_EQ(0, pthread_create(&th, NULL, access_main, &t));
+		usleep(20 * 1000 + try * 10 * 1000);
+		ASSERT_EQ(0, vamr_unregister(fd, t.handle));
+		pthread_join(th, NULL);
+		if (t.rc) {
+			failed = 1;
+			TH_LOG("try %d: ACCESS racing with UNREGISTER: %s", try, strerror(-t.rc));
+			/* struct vamr_access: ENOENT, EINVAL, EACCES, EFAULT, EPERM, EAGAIN, ENOMEM, EINTR. */
+			EXPECT_TRUE(t.rc == -ENOENT || t.rc == -EFAULT || t.rc == -EAGAIN ||
+				    t.rc == -EINTR || t.rc == -ENOMEM)
+				TH_LOG("undocumented errno %d (%s)", -t.rc, strerror(-t.rc));
+		}
+	}
+	if (!failed)
+		TH_LOG("no access was cut short in %d tries", try);
+	munmap(t.region, len);
+	munmap(t.buf, len);
+	close(fd);
 }
 
 /*
