@@ -331,7 +331,7 @@ TEST(access_errno_when_unregistered)
 {
 	const size_t len = 32ul << 20;
 	struct access_thread t = { 0 };
-	int try, fd = vamr_open(), failed = 0;
+	int try, fd = vamr_open(), failed = 0, cut = 0;
 	pthread_t th;
 
 	ASSERT_LE(0, fd);
@@ -343,25 +343,29 @@ TEST(access_errno_when_unregistered)
 	ASSERT_NE(NULL, t.buf);
 	memset(t.region, 0x66, len);
 	memset(t.buf, 0, len);
-	/* Until one access is cut short by the unregistration (bounded). */
-	for (try = 0; try < 10 && !failed; try++) {
+	/*
+	 * The copy stops with ECANCELED or EFAULT depending on where the
+	 * teardown finds it: try (bounded) until an undocumented errno shows.
+	 */
+	for (try = 0; try < 24 && !failed; try++) {
 		ASSERT_EQ(0, vamr_register(fd, t.region, len, RW, 7, &t.handle));
 		t.rc = 1;
 		ASSERT_EQ(0, pthread_create(&th, NULL, access_main, &t));
-		usleep(20 * 1000 + try * 10 * 1000);
+		usleep(10 * 1000 + (try % 8) * 10 * 1000);
 		ASSERT_EQ(0, vamr_unregister(fd, t.handle));
 		pthread_join(th, NULL);
 		if (t.rc) {
-			failed = 1;
-			TH_LOG("try %d: ACCESS racing with UNREGISTER: %s", try, strerror(-t.rc));
+			cut++;
 			/* struct vamr_access: ENOENT, EINVAL, EACCES, EFAULT, EPERM, EAGAIN, ENOMEM, EINTR. */
-			EXPECT_TRUE(t.rc == -ENOENT || t.rc == -EFAULT || t.rc == -EAGAIN ||
-				    t.rc == -EINTR || t.rc == -ENOMEM)
-				TH_LOG("undocumented errno %d (%s)", -t.rc, strerror(-t.rc));
+			if (!(t.rc == -ENOENT || t.rc == -EFAULT || t.rc == -EAGAIN ||
+			      t.rc == -EINTR || t.rc == -ENOMEM)) {
+				failed = 1;
+				TH_LOG("try %d: ACCESS racing with UNREGISTER: %s", try, strerror(-t.rc));
+			}
 		}
 	}
-	if (!failed)
-		TH_LOG("no access was cut short in %d tries", try);
+	TH_LOG("%d tries, %d accesses cut short", try, cut);
+	EXPECT_EQ(0, failed) TH_LOG("undocumented errno from VAMR_IOC_ACCESS");
 	munmap(t.region, len);
 	munmap(t.buf, len);
 	close(fd);
