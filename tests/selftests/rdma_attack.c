@@ -10,6 +10,14 @@
  * made, vamr_region_cancel() cannot wake it, and ibv_dereg_mr() waits for the
  * handler (with a handler that never answers: rxe's 50 s cleanup timeout,
  * its WARN, and a process that cannot exit).
+ *
+ * fault_request_keeps_exited_mm: a fault request holds a user reference on
+ * the mm (mmget) for as long as the userfault it delivers is not answered
+ * (FaultRequest::run, src/region.rs). When the userfaultfd is also open in
+ * another process, the owner's exit does not end it: the exited process's
+ * whole address space stays alive (the other process can even still fill it
+ * with UFFDIO_COPY), contrary to "a region never keeps an exited process's
+ * memory alive" (Documentation/vamr.rst, Teardown).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +29,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -211,6 +221,95 @@ TEST_F(attack, span_into_uffd_dereg)
 	EXPECT_EQ(0, rdma_pair_recover(&self->pair));
 	munmap(a, 2 * PAGE);
 	free(h);
+}
+
+/*
+ * C (a child) registers a VA MR over a released page handed to userfaultfd,
+ * forks G, which keeps C's userfaultfd open and never answers, and posts a
+ * READ of the page from its own QP: rxe's task has the fault delivered by a
+ * fault request. C then exits. Once C is reaped nothing should keep its mm:
+ * G's UFFDIO_COPY into it must fail with ESRCH (mmget_not_zero() fails).
+ */
+static void exited_mm_case(struct __test_metadata *_metadata, int post)
+{
+	int go[2], res[2], status, err = -1;
+	pid_t c, g = -1;
+	char byte = 0;
+
+	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(res));
+	c = fork();
+	ASSERT_LE(0, c);
+	if (c == 0) {
+		struct rdma_pair p;
+		struct ibv_mr *mr, *bmr;
+		uint8_t *a = map_anon(PAGE), *b = map_anon(PAGE);
+		int uffd;
+		pid_t gp;
+
+		if (!a || !b)
+			_exit(10);
+		if (rdma_pair_open(&p, NULL))
+			_exit(11);
+		memset(a, 1, PAGE);
+		if (rdma_pair_reg_mr(&p, a, PAGE, ACC | VAMR_ACCESS_VA, &mr) ||
+		    rdma_pair_reg_mr(&p, b, PAGE, ACC, &bmr))
+			_exit(12);
+		madvise(a, PAGE, MADV_DONTNEED);
+		usleep(50 * 1000);
+		uffd = uffd_missing(a, PAGE);
+		if (uffd < 0)
+			_exit(13);
+		gp = fork();
+		if (gp < 0)
+			_exit(14);
+		if (gp == 0) {
+			/* G: holds C's userfaultfd; on "go", tries to fill C's page. */
+			static uint8_t page[PAGE] __attribute__((aligned(4096)));
+			struct uffdio_copy cp = { .dst = (uintptr_t)a, .src = (uintptr_t)page, .len = PAGE };
+			char x;
+			int e;
+
+			if (read(go[0], &x, 1) != 1)
+				_exit(0);
+			e = ioctl(uffd, UFFDIO_COPY, &cp) ? errno : 0;
+			if (write(res[1], &e, sizeof(e)) != sizeof(e))
+				_exit(1);
+			_exit(0);
+		}
+		if (post)
+			rdma_pair_post_read(&p, 0, 1, b, bmr->lkey, (uintptr_t)a, mr->rkey, 64);
+		usleep(400 * 1000);
+		if (write(res[1], &gp, sizeof(gp)) != sizeof(gp))
+			_exit(15);
+		_exit(0);	/* exit with the READ waiting: closes the uverbs file, deregisters */
+	}
+	/* C reports G's pid, then exits. */
+	ASSERT_EQ((ssize_t)sizeof(g), read(res[0], &g, sizeof(g)));
+	ASSERT_EQ(c, waitpid(c, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) TH_LOG("C status %#x", status);
+	usleep(300 * 1000);
+	ASSERT_EQ(1, write(go[1], &byte, 1));
+	ASSERT_EQ((ssize_t)sizeof(err), read(res[0], &err, sizeof(err)));
+	ASSERT_EQ(g, waitpid(g, &status, 0));
+	TH_LOG("UFFDIO_COPY into the exited process: %s", err ? strerror(err) : "succeeded");
+	EXPECT_EQ(ESRCH, err) TH_LOG("the exited process's mm is still alive (a fault request holds it)");
+	close(go[0]);
+	close(go[1]);
+	close(res[0]);
+	close(res[1]);
+}
+
+TEST(fault_request_keeps_exited_mm)
+{
+	exited_mm_case(_metadata, 1);
+}
+
+/* The same without the READ: C's mm goes with C (shows the test can pass). */
+TEST(exited_mm_without_fault_request)
+{
+	exited_mm_case(_metadata, 0);
 }
 
 TEST_HARNESS_MAIN
