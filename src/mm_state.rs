@@ -19,7 +19,8 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
-use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
+use kernel::time::{delay::fsleep, Delta};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 extern "C" {
     fn vamr_max_regions_per_mm() -> u32;
@@ -37,10 +38,12 @@ pub(crate) fn max_regions_per_mm() -> usize {
 /// one run is bounded even while the process keeps invalidating.
 const VERIFY_PER_RUN: usize = 64;
 
-/// How long (jiffies) the verify work waits after the first invalidation of a burst: the
-/// system call that caused it (munmap, mprotect, madvise) finishes first and its other
-/// invalidations join the same pass instead of contending for `mmap_lock` with it.
-const VERIFY_DELAY: usize = 1;
+/// How long (microseconds) the verify work sleeps before its pass, after the first
+/// invalidation of a burst queued it: the system call that caused it (munmap, mprotect,
+/// madvise) finishes first and its other invalidations join the same pass instead of
+/// contending for `mmap_lock` with it. A sleep in the work item, not a timer: no timer can
+/// then outlive the module (destroying the workqueue drains queued and running work).
+const VERIFY_DELAY_US: i64 = 2000;
 
 /// One entry of [`REGISTRY`]: the regions of an mm and its shared state.
 struct Entry {
@@ -82,11 +85,11 @@ pub(crate) struct MmState {
     #[pin]
     pending: SpinLock<List<Region>>,
     #[pin]
-    work: DelayedWork<MmState>,
+    work: Work<MmState>,
 }
 
-impl_has_delayed_work! {
-    impl HasDelayedWork<Self> for MmState { self.work }
+impl_has_work! {
+    impl HasWork<Self> for MmState { self.work }
 }
 
 impl MmState {
@@ -97,7 +100,7 @@ impl MmState {
             self.pending.lock().push_back(item);
         }
         // Already queued: it will see the region. Queueing does not sleep or allocate.
-        let _ = crate::workqueue_get().enqueue_delayed(self.clone(), VERIFY_DELAY);
+        let _ = crate::workqueue_get().enqueue(self.clone());
     }
 }
 
@@ -108,6 +111,7 @@ impl WorkItem for MmState {
     /// page table (`Region::verify`). Runs on the module's workqueue; may sleep; never faults
     /// memory in. Bounded: [`VERIFY_PER_RUN`] regions, then it queues itself again.
     fn run(this: Arc<MmState>) {
+        fsleep(Delta::from_micros(VERIFY_DELAY_US));
         let mm = this.mm.mmget_not_zero();
         for _ in 0..VERIFY_PER_RUN {
             let Some(item) = this.pending.lock().pop_front() else {
@@ -170,7 +174,7 @@ impl MmSlot {
             pin_init!(MmState {
                 mm: ARef::from(mm),
                 pending <- new_spinlock!(List::new(), "vamr_mm_pending"),
-                work <- new_delayed_work!("vamr_mm_verify"),
+                work <- new_work!("vamr_mm_verify"),
             }),
             GFP_KERNEL,
         )?;

@@ -132,7 +132,8 @@ long vamr_region_prefetch(struct vamr_region *region, unsigned long addr, size_t
  * access fails with -ECANCELED. Call it at the start of deregistration,
  * before waiting for users of the MR to drop their references, so that the
  * wait is short. The region stays valid until vamr_region_destroy(), which
- * cancels too. Does not sleep; any context.
+ * cancels too. Process context; may sleep briefly (it takes the region lock
+ * to wake accesses that wait for a fault request).
  */
 void vamr_region_cancel(struct vamr_region *region);
 

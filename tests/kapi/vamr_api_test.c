@@ -15,7 +15,7 @@
  *   VAMR_API_TEST_PREFETCH {addr, len} -> result
  *   VAMR_API_TEST_STATS    struct vamr_counters
  *   VAMR_API_TEST_DESTROY
- *   VAMR_API_TEST_CANCEL, VAMR_API_TEST_CANCEL_ATOMIC (under a spinlock)
+ *   VAMR_API_TEST_CANCEL
  * close() destroys a region left behind.
  */
 #include <linux/err.h>
@@ -24,7 +24,6 @@
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
-#include <linux/spinlock.h>
 #include <linux/uaccess.h>
 #include <linux/vamr.h>
 
@@ -88,7 +87,7 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 	long ret = 0;
 
 	if (cmd != VAMR_API_TEST_STATS && cmd != VAMR_API_TEST_DESTROY &&
-	    cmd != VAMR_API_TEST_CANCEL && cmd != VAMR_API_TEST_CANCEL_ATOMIC &&
+	    cmd != VAMR_API_TEST_CANCEL &&
 	    copy_from_user(&a, (void __user *)arg, sizeof(a)))
 		return -EFAULT;
 
@@ -135,14 +134,6 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 	case VAMR_API_TEST_CANCEL:
 		vamr_region_cancel(f->region);
 		break;
-	case VAMR_API_TEST_CANCEL_ATOMIC: {
-		static DEFINE_SPINLOCK(atomic_lock);
-
-		spin_lock(&atomic_lock);
-		vamr_region_cancel(f->region);
-		spin_unlock(&atomic_lock);
-		break;
-	}
 	case VAMR_API_TEST_STATS:
 		vamr_region_stats(f->region, &c);
 		ret = copy_to_user((void __user *)arg, &c, sizeof(c)) ? -EFAULT : 0;

@@ -26,10 +26,5 @@ struct vamr_api_test_arg {
 #define VAMR_API_TEST_STATS _IOR('v', 0xe6, struct vamr_counters)
 /* vamr_region_cancel(); the region stays until DESTROY. */
 #define VAMR_API_TEST_CANCEL _IO('v', 0xe7)
-/*
- * vamr_region_cancel() with a spinlock held (preemption off), as the header
- * allows ("Does not sleep; any context").
- */
-#define VAMR_API_TEST_CANCEL_ATOMIC _IO('v', 0xe8)
 
 #endif

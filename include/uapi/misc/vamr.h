@@ -93,7 +93,9 @@ struct vamr_query {
  * EFAULT (range beyond TASK_SIZE, or bad argument pointer), ENOMEM
  * (RLIMIT_MEMLOCK exceeded without CAP_IPC_LOCK, or no memory), EPERM
  * (caller's mm is not the opener's), EINTR (fatal signal while pinning),
- * ENOSPC (65536 regions on this file), EHWPOISON and other pin errors.
+ * ENOSPC (65536 regions on this file, or the process has max_regions_per_mm
+ * regions: a module parameter, default 8192), EHWPOISON and other pin
+ * errors.
  */
 struct vamr_register {
 	__u64 addr;
@@ -134,7 +136,8 @@ struct vamr_handle_arg {
  * without VAMR_ACCESS_WRITE), EFAULT (nothing mapped at a page of the range,
  * or its protection forbids the access, or buf is bad), EPERM (other mm),
  * EAGAIN (invalidations of a page kept racing with the access: retry),
- * ENOMEM, EINTR. On error part of the range may have been copied.
+ * ECANCELED (the region was unregistered while the copy ran), ENOMEM, EINTR.
+ * On error part of the range may have been copied.
  */
 struct vamr_access {
 	__u64 addr;
