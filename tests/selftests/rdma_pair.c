@@ -741,6 +741,12 @@ static int recover_once(struct rdma_pair *p, int attempt)
 	 * task) then finds the state it would set anyway.  Give it a moment.
 	 */
 	for (i = 0; i < 2; i++) {
+		/*
+		 * RESET -> ERR is not a valid transition (EINVAL): a QP that an
+		 * earlier attempt left in RESET goes straight on.
+		 */
+		if (rdma_pair_qp_state(p, i) == IBV_QPS_RESET)
+			continue;
 		rc = qp_to_err(p->qp[i]);
 		if (rc)
 			return rc;
