@@ -11,8 +11,9 @@
 #
 # Accelerator: TCG unless VAMR_ACCEL=kvm (or auto: KVM when /dev/kvm is usable
 # and the KVM boot gets through, else TCG). VAMR_TIMEOUT (seconds, default
-# 900) bounds each boot. Exit status: 0 when the guest reached its end
-# marker, 124 on a watchdog timeout, 1 otherwise.
+# 900) bounds each boot. VAMR_APPEND adds kernel arguments (e.g.
+# "vamr_fuzz_seconds=600", read by the guest's /init). Exit status: 0 when
+# the guest reached its end marker, 124 on a watchdog timeout, 1 otherwise.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +38,7 @@ boot() { # accel timeout-seconds
 	{ timeout -k 10 "$tmo" qemu-system-x86_64 \
 		"${accel_opts[@]}" -smp 2 -m 2G \
 		-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initrd" \
-		-append "console=ttyS0 panic=-1 oops=panic vamr_guest_mode=$mode" \
+		-append "console=ttyS0 panic=-1 oops=panic vamr_guest_mode=$mode${VAMR_APPEND:+ $VAMR_APPEND}" \
 		-nic none -display none -monitor none -no-reboot \
 		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
 		</dev/null; } 2>"$logdir/qemu.log" || rc=$?
