@@ -3691,8 +3691,9 @@ int main(int argc, char **argv)
 			next_progress += 30000;
 			for (k = 0; k < N_KINDS; k++)
 				total += G.ks[k].n;
-			diag("progress: %" PRIu64 " s, %" PRIu64 " operations, %" PRIu64 " violations",
-			     (deadline - now_ms()) / 1000, total, G.violations);
+			diag("progress: %" PRIu64 " of %u s, %" PRIu64 " operations, %" PRIu64
+			     " violations", (now_ms() + (uint64_t)G.seconds * 1000 - deadline) / 1000,
+			     G.seconds, total, G.violations);
 		}
 	}
 	__atomic_store_n(&G.stop, 1, __ATOMIC_RELAXED);
