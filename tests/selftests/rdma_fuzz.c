@@ -797,7 +797,8 @@ static int check_hangs(uint64_t limit_ms)
 		struct thr *t = &G.thr[i];
 		uint64_t s = __atomic_load_n(&t->cur_start, __ATOMIC_ACQUIRE);
 
-		if (!s || now - s < limit_ms)
+		/* (an operation that began after `now` was read is not late) */
+		if (!s || s > now || now - s < limit_ms)
 			continue;
 		stuck++;
 		if (!t->hang_reported) {
@@ -3340,6 +3341,40 @@ out:
 	return res;
 }
 
+/* The RDMA device's port counters (retries, sequence errors...), the non-zero ones. */
+static void print_rdma_counters(void)
+{
+	char dir[128], path[400], line[400];
+	size_t len = 0;
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s/ports/%d/hw_counters",
+		 rdma_pair_default_dev(), RDMA_PAIR_PORT);
+	d = opendir(dir);
+	if (!d)
+		return;
+	line[0] = 0;
+	while ((de = readdir(d)) && len < sizeof(line) - 40) {
+		long long v;
+		FILE *f;
+
+		if (de->d_name[0] == '.' || strstr(de->d_name, "bytes") ||
+		    strstr(de->d_name, "pkts") || !strcmp(de->d_name, "lifespan"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%lld", &v) == 1 && v)
+			len += (size_t)snprintf(line + len, sizeof(line) - len, " %s:%lld",
+						de->d_name, v);
+		fclose(f);
+	}
+	closedir(d);
+	diag("%s counters:%s", rdma_pair_default_dev(), len ? line : " all zero");
+}
+
 static void print_summary(void)
 {
 	int k, e;
@@ -3378,6 +3413,8 @@ static void print_summary(void)
 		}
 		diag("work completions:%s", len ? line : " none");
 	}
+	if (G.have_rdma)
+		print_rdma_counters();
 	diag("violations %" PRIu64 ", hangs %" PRIu64 ", registrations whose handle was lost %" PRIu64,
 	     G.violations, G.hangs, G.lost_handles);
 	for (k = 0; k < nsigs; k++)
