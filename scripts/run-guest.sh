@@ -12,7 +12,8 @@
 # Accelerator: TCG unless VAMR_ACCEL=kvm (or auto: KVM when /dev/kvm is usable
 # and the KVM boot gets through, else TCG). VAMR_TIMEOUT (seconds, default
 # 900) bounds each boot. VAMR_KERNEL_ARGS, when set, is appended to the
-# kernel command line (test.sh --sanitize: kasan_multi_shot). Exit status:
+# kernel command line (test.sh --sanitize: kasan_multi_shot; scripts/soak.sh:
+# vamr_fuzz_seconds=N, read by the guest's /init). Exit status:
 # 0 when the guest reached its end marker, 124 on a watchdog timeout, 1
 # otherwise.
 set -euo pipefail
