@@ -163,6 +163,7 @@
 #define SETTLE_MS		3000	/* wait for counters to settle */
 #define CHILD_EXIT_MS		10000	/* a forked child must be gone by then */
 #define WC_WAIT_MS		5000	/* completions of one batch */
+#define CHECK_WAIT_MS		15000	/* one checked operation (rdma_integrity) */
 #define MAX_SOFT_OFFLINE	256	/* pages a run may soft-offline */
 #define MAX_VIOLATIONS_SHOWN	40
 
@@ -864,7 +865,7 @@ static bool loc_bad(enum loc l)
 static int ioc_at(struct thr *t, int fd, unsigned long cmd, void *s, size_t sz,
 		  enum loc loc, bool *back)
 {
-	uint8_t *p = NULL;
+	uint8_t *p = NULL, old[256];	/* more than the largest struct */
 	int ret;
 
 	*back = false;
@@ -889,8 +890,14 @@ static int ioc_at(struct thr *t, int fd, unsigned long cmd, void *s, size_t sz,
 	case LOC_UNSTABLE:	/* this thread's slice, after its UNREGISTER slot */
 		p = G.argpg + t->idx * ARG_SLICE + 16 +
 		    8 * below(&t->rng, (ARG_SLICE - 16 - sz) / 8);
-		self_write(p, s, sz);	/* may fail: the page may be gone */
 		t->unstable_at = p;
+		/*
+		 * Gone or PROT_NONE: the kernel faults too (or finds a fresh
+		 * zero page). Read-only: it would read an older struct of ours,
+		 * so make it a PROT_NONE argument instead.
+		 */
+		if (self_write(p, s, sz) && !self_read(old, p, sz))
+			p = t->argbuf + PAGE;
 		break;
 	case LOC_NULL:
 		p = NULL;
@@ -2337,6 +2344,12 @@ static void pick_target(struct thr *t, uint64_t *iova, size_t *len, uint32_t *rk
 		*rkey = s->m[i].mr->rkey;
 		*lkey = s->m[i].mr->lkey;
 		*which = i;
+	} else if (G.excluded[K_mr_reg_va]) {	/* no VA MR wanted: the private normal MR */
+		*iova = (uintptr_t)s->lbuf;
+		*len = LBUF_RANDOM;
+		*rkey = s->lmr->rkey;
+		*lkey = s->lmr->lkey;
+		*which = -1;
 	} else {
 		*iova = (uintptr_t)s->vbuf;
 		*len = VBUF_LEN / 2;	/* the first half: never checked */
@@ -2462,18 +2475,20 @@ static void op_rdma_integrity(struct thr *t)
 		mprotect(v, half, PROT_READ | PROT_WRITE);
 		break;
 	}
-	if (rdma_pair_qp_state(&s->p, side) != IBV_QPS_RTS)
+	if (rdma_pair_qp_state(&s->p, 0) != IBV_QPS_RTS ||
+	    rdma_pair_qp_state(&s->p, 1) != IBV_QPS_RTS)
 		recover_pair(t);
 
 	off = below(r, half);
 	len = 1 + below(r, half - off);
 	pattern_fill(l, len, seed, 0);
 	st = rdma_pair_write_sync(&s->p, side, l, s->lmr->lkey, viova + off, s->vmr->rkey,
-				  (uint32_t)len, WC_WAIT_MS);
+				  (uint32_t)len, CHECK_WAIT_MS);
 	count_wc(st);
 	if (st) {
-		violation(K_rdma_integrity, "WRITE into the private VA MR: %s",
-			  st > 0 ? ibv_wc_status_str(st) : ename(-st));
+		violation(K_rdma_integrity, "WRITE into the private VA MR: %s (QP states %d %d)",
+			  st > 0 ? ibv_wc_status_str(st) : ename(-st),
+			  rdma_pair_qp_state(&s->p, 0), rdma_pair_qp_state(&s->p, 1));
 		fails++;
 	} else if (data_bad(v + off, len, seed, &bad)) {
 		violation(K_rdma_integrity, "WRITE of %zu bytes at +%zu: the CPU sees byte %zu wrong",
@@ -2486,11 +2501,12 @@ static void op_rdma_integrity(struct thr *t)
 	pattern_fill(v + off, len, seed + 1, 0);
 	memset(l, 0, len);
 	st = fails ? -EAGAIN : rdma_pair_read_sync(&s->p, side, l, s->lmr->lkey, viova + off,
-						   s->vmr->rkey, (uint32_t)len, WC_WAIT_MS);
+						   s->vmr->rkey, (uint32_t)len, CHECK_WAIT_MS);
 	count_wc(st);
 	if (!fails && st) {
-		violation(K_rdma_integrity, "READ from the private VA MR: %s",
-			  st > 0 ? ibv_wc_status_str(st) : ename(-st));
+		violation(K_rdma_integrity, "READ from the private VA MR: %s (QP states %d %d)",
+			  st > 0 ? ibv_wc_status_str(st) : ename(-st),
+			  rdma_pair_qp_state(&s->p, 0), rdma_pair_qp_state(&s->p, 1));
 		fails++;
 	} else if (!fails && data_bad(l, len, seed + 1, &bad)) {
 		violation(K_rdma_integrity, "READ of %zu bytes at +%zu: byte %zu is not what the CPU wrote",
@@ -2504,11 +2520,12 @@ static void op_rdma_integrity(struct thr *t)
 	*res = ~old;
 	st = fails ? -EAGAIN : rdma_pair_fetch_add_sync(&s->p, side, res, s->lmr->lkey,
 							(uintptr_t)w, s->vmr->rkey, add,
-							WC_WAIT_MS);
+							CHECK_WAIT_MS);
 	count_wc(st);
 	if (!fails && st) {
-		violation(K_rdma_integrity, "FETCH_ADD on the private VA MR: %s",
-			  st > 0 ? ibv_wc_status_str(st) : ename(-st));
+		violation(K_rdma_integrity, "FETCH_ADD on the private VA MR: %s (QP states %d %d)",
+			  st > 0 ? ibv_wc_status_str(st) : ename(-st),
+			  rdma_pair_qp_state(&s->p, 0), rdma_pair_qp_state(&s->p, 1));
 		fails++;
 	} else if (!fails && (*res != old || *w != old + add)) {
 		violation(K_rdma_integrity, "FETCH_ADD: old %#llx result %#llx now %#llx",
@@ -2523,11 +2540,12 @@ static void op_rdma_integrity(struct thr *t)
 	pattern_fill(l, len, seed + 2, 0);
 	st = fails ? -EAGAIN : rdma_pair_read_sync(&s->p, side, v + off, s->vmr->lkey,
 						   (uintptr_t)l, s->lmr->rkey, (uint32_t)len,
-						   WC_WAIT_MS);
+						   CHECK_WAIT_MS);
 	count_wc(st);
 	if (!fails && st) {
-		violation(K_rdma_integrity, "READ into the private VA MR (local): %s",
-			  st > 0 ? ibv_wc_status_str(st) : ename(-st));
+		violation(K_rdma_integrity, "READ into the private VA MR (local): %s (QP states %d %d)",
+			  st > 0 ? ibv_wc_status_str(st) : ename(-st),
+			  rdma_pair_qp_state(&s->p, 0), rdma_pair_qp_state(&s->p, 1));
 		fails++;
 	} else if (!fails && data_bad(v + off, len, seed + 2, &bad)) {
 		violation(K_rdma_integrity, "READ into the VA MR at +%zu: the CPU sees byte %zu of %zu wrong",
