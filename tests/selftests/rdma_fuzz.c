@@ -25,7 +25,7 @@
  *                   PROT_NONE, read-only), mremap (also MREMAP_DONTUNMAP),
  *                   every madvise advice, mprotect, memfd hole punch and
  *                   truncate, mlock, move_pages, fork (the child touches
- *                   memory, checks EPERM on the parent's file and exits),
+ *                   memory, checks EPERM from the parent's file and exits),
  *                   and short dips of vamr's max_regions_per_mm parameter.
  *
  * All of them work over one VA window (arenas) so that registrations,
@@ -931,12 +931,12 @@ static const int ERR_REGISTER[] = { EINVAL, EFAULT, ENOMEM, EPERM, EINTR, ENOSPC
 				    EHWPOISON, EAGAIN, 0 };
 static const int ERR_UNREGISTER[] = { ENOENT, EINVAL, EFAULT, EPERM, 0 };
 static const int ERR_ACCESS[] = { ENOENT, EINVAL, EACCES, EFAULT, EPERM, EAGAIN,
-				  ENOMEM, EINTR, EHWPOISON, 0 };
+				  ENOMEM, EINTR, EHWPOISON, ECANCELED, 0 };
 /* PREFETCH also: ECANCELED when the region is being unregistered. */
 static const int ERR_PREFETCH[] = { ENOENT, EINVAL, EACCES, EFAULT, EPERM, EAGAIN,
 				    ENOMEM, EINTR, EHWPOISON, ECANCELED, 0 };
-static const int ERR_STATS[] = { ENOENT, EINVAL, EFAULT, 0 };
-static const int ERR_EVOPEN[] = { EINVAL, EMFILE, ENFILE, ENOMEM, EFAULT, 0 };
+static const int ERR_STATS[] = { ENOENT, EINVAL, EFAULT, EPERM, 0 };
+static const int ERR_EVOPEN[] = { EINVAL, EMFILE, ENFILE, ENOMEM, EFAULT, EPERM, 0 };
 static const int ERR_MRQUERY[] = { ENOENT, EINVAL, EFAULT, 0 };
 /*
  * What a registration of mapped-or-not user memory may fail with: pin
@@ -2844,6 +2844,7 @@ static void op_fork(struct thr *t)
 		};
 		struct vamr_prefetch pf = { .addr = (uintptr_t)g.addr, .len = PAGE };
 		struct vamr_stats st = { .handle = VAMR_STATS_GLOBAL };
+		struct vamr_events_open o = { .flags = VAMR_EVENTS_NONBLOCK };
 		int code = 0;
 
 		self_write(g.addr, t->pat, g.len);
@@ -2851,8 +2852,10 @@ static void op_fork(struct thr *t)
 			code = 10;
 		else if (!ioctl(G.vfd[1], VAMR_IOC_PREFETCH, &pf) || errno != EPERM)
 			code = 11;
-		else if (ioctl(G.vfd[2], VAMR_IOC_STATS, &st))
+		else if (!ioctl(G.vfd[2], VAMR_IOC_STATS, &st) || errno != EPERM)
 			code = 12;
+		else if (!ioctl(G.vfd[0], VAMR_IOC_EVENTS_OPEN, &o) || errno != EPERM)
+			code = 13;
 		syscall(SYS_exit_group, code);
 	}
 	deadline = now_ms() + CHILD_EXIT_MS;
@@ -2873,7 +2876,8 @@ static void op_fork(struct thr *t)
 		violation(K_mm_fork, "forked child: %s",
 			  WEXITSTATUS(status) == 10 ? "REGISTER on the parent's file was not EPERM" :
 			  WEXITSTATUS(status) == 11 ? "PREFETCH on the parent's file was not EPERM" :
-			  "global STATS failed");
+			  WEXITSTATUS(status) == 12 ? "STATS on the parent's file was not EPERM" :
+			  "EVENTS_OPEN on the parent's file was not EPERM");
 }
 
 /* ---- threads --------------------------------------------------------- */
