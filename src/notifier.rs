@@ -325,11 +325,11 @@ impl IntervalNotifier {
         if !self.was_inserted.load(Ordering::Acquire) {
             return Err(EFAULT);
         }
+        let (sub, n, pfns) = (self.inner.get(), out.len(), out.as_mut_ptr());
         // SAFETY: `inner` was inserted, so its `mm` is the mm the owner grabs for `self`'s whole
         // life (the `insert` contract), and the caller holds a user reference on it, so its
-        // mappings and `mmap_lock` are live; `out` has room for `out.len()` entries.
-        let ret =
-            unsafe { vamr_snapshot(self.inner.get(), seq, start, out.len(), out.as_mut_ptr()) };
+        // mappings and `mmap_lock` are live; `pfns` has room for `n` entries.
+        let ret = unsafe { vamr_snapshot(sub, seq, start, n, pfns) };
         kernel::error::to_result(ret)
     }
 

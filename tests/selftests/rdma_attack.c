@@ -41,67 +41,10 @@
 #include "pattern.h"
 #include "rdma_pair.h"
 #include "vamr_lib.h"
+#include "uffd_util.h"
 
 #define PAGE 4096ul
 #define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
-
-/* A MISSING-mode handler that notes each fault at once and answers it after delay_ms. */
-struct late_handler {
-	int uffd;
-	int delay_ms;
-	int seen;		/* faults read from the uffd */
-	int stop;
-	uint64_t seed;
-	uint8_t *base;
-	pthread_t thread;
-	uint8_t page[PAGE] __attribute__((aligned(4096)));
-};
-
-static void *late_handler_main(void *arg)
-{
-	struct late_handler *h = arg;
-	struct pollfd pfd = { .fd = h->uffd, .events = POLLIN };
-	struct uffd_msg msg;
-
-	while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
-		if (poll(&pfd, 1, 20) <= 0)
-			continue;
-		if (read(h->uffd, &msg, sizeof(msg)) != sizeof(msg))
-			continue;
-		if (msg.event != UFFD_EVENT_PAGEFAULT)
-			continue;
-		__atomic_add_fetch(&h->seen, 1, __ATOMIC_RELEASE);
-		uint64_t addr = msg.arg.pagefault.address & ~(PAGE - 1);
-		struct uffdio_copy c = { .dst = addr, .src = (uintptr_t)h->page, .len = PAGE };
-
-		/* Sleep in small steps so that stop ends the thread promptly. */
-		for (int i = 0; i < h->delay_ms / 10 && !__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE); i++)
-			usleep(10 * 1000);
-		pattern_fill(h->page, PAGE, h->seed, addr - (uintptr_t)h->base);
-		ioctl(h->uffd, UFFDIO_COPY, &c);
-	}
-	return NULL;
-}
-
-static int uffd_missing(void *addr, size_t len)
-{
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = {
-		.range = { .start = (uintptr_t)addr, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
-	};
-	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
-		return -errno;
-	if (ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
-		int e = -errno;
-
-		close(fd);
-		return e;
-	}
-	return fd;
-}
 
 static double now_s(void)
 {

@@ -33,6 +33,7 @@
 #include "pattern.h"
 #include "rdma_pair.h"
 #include "vamr_lib.h"
+#include "uffd_util.h"
 
 #define PAGE 4096ul
 #define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
@@ -90,26 +91,6 @@ static void *handler_main(void *arg)
 		}
 	}
 	return NULL;
-}
-
-/* A userfaultfd over [addr, addr + len) in `mode`; -errno when the kernel refuses. */
-static int uffd_open(void *addr, size_t len, uint64_t mode, uint64_t features)
-{
-	struct uffdio_api api = { .api = UFFD_API, .features = features };
-	struct uffdio_register reg = {
-		.range = { .start = (uintptr_t)addr, .len = len }, .mode = mode,
-	};
-	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
-		return -errno;
-	if (ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
-		int e = -errno;
-
-		close(fd);
-		return e;
-	}
-	return fd;
 }
 
 static void handler_start(struct handler *h, int uffd, uint8_t *base, uint64_t seed, int delay)
