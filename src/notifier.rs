@@ -326,9 +326,8 @@ impl IntervalNotifier {
             return Err(EFAULT);
         }
         let (sub, n, pfns) = (self.inner.get(), out.len(), out.as_mut_ptr());
-        // SAFETY: `inner` was inserted, so its `mm` is the mm the owner grabs for `self`'s whole
-        // life (the `insert` contract), and the caller holds a user reference on it, so its
-        // mappings and `mmap_lock` are live; `pfns` has room for `n` entries.
+        // SAFETY: `inner` was inserted: its `mm` is grabbed for `self`'s life (`insert`'s
+        // contract) and the caller holds a user reference on it; `pfns` has room for `n`.
         let ret = unsafe { vamr_snapshot(sub, seq, start, n, pfns) };
         kernel::error::to_result(ret)
     }
