@@ -12,6 +12,7 @@ use core::sync::atomic::Ordering;
 use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::ArcBorrow;
 
 impl Region {
     /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
@@ -35,11 +36,35 @@ impl Region {
                 return;
             }
             let j = (i + PIN_BATCH).min(b);
-            if self.verify_batch(mm, i, j).is_err() {
+            if let Err(e) = self.verify_batch(mm, i, j) {
+                // A dead region has nothing left to verify; otherwise (`ENOMEM`) the pins not
+                // yet verified stay suspect: put their range back and queue the region again,
+                // so that pages the process released are not kept pinned until an access.
+                if e != EFAULT {
+                    self.requeue_suspect(i, b);
+                }
                 return;
             }
             i = j;
         }
+    }
+
+    /// Puts `[i, b)` back into the suspect range and queues the region for another pass.
+    fn requeue_suspect(&self, i: usize, b: usize) {
+        let mut slots = self.pages.lock();
+        if slots.dead {
+            return;
+        }
+        let (sa, sb) = slots.suspect;
+        slots.suspect = if sa < sb {
+            (sa.min(i), sb.max(b))
+        } else {
+            (i, b)
+        };
+        // SAFETY: `self` lives in an `Arc` (the `Region` invariants) and is not dead, so its
+        // `Registration` still holds a reference: the count is not zero.
+        let this = unsafe { ArcBorrow::from_raw(self) };
+        self.mm_state.queue(this);
     }
 
     /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see

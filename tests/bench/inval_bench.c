@@ -29,6 +29,7 @@
 #include "../selftests/mm_util.h"
 #include "../selftests/pattern.h"
 #include "../selftests/rdma_pair.h"
+#include "bench_util.h"
 
 #define PAGE 4096ul
 #define HUGE (2ul << 20)
@@ -48,27 +49,6 @@ struct row {
 	double call[NCOLS], with_write[NCOLS];
 	int failed;
 };
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, n, sizeof(*v), cmp);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* len bytes of touched anonymous memory aligned to 2 MiB, without THP. */
 static uint8_t *map_aligned(size_t len)
