@@ -4,7 +4,10 @@
 # Build the vamr test kernel (allnoconfig + scripts/kconfig/vamr-test.config)
 # from the Debian linux-source-7.3 package fetched by setup-host.sh.
 #
-# usage: build-kernel.sh [--sanitize]
+# usage: build-kernel.sh [--sanitize | --bench]
+#   --bench     the benchmark kernel instead: vamr-test.config plus
+#               scripts/kconfig/vamr-bench.config (no lockdep, DEBUG_VM,
+#               KUnit). Used by scripts/bench.sh.
 #   --sanitize  the sanitizer kernel instead: vamr-test.config plus
 #               scripts/kconfig/vamr-sanitize.config (KASAN, UBSAN, kmemleak,
 #               fault injection), built with LLVM=$VAMR_LLVM (setup-host.sh
@@ -12,6 +15,8 @@
 #
 # The build is cached outside the work tree, in
 #   $VAMR_CACHE/kernel/<source version>-<fragment hash>-<rustc version>/
+#   $VAMR_CACHE/kernel/<source version>-<fragment hash>-bench<bench fragment
+#                      hash>-rustc<version>/                    (--bench)
 #   $VAMR_CACHE/kernel/<source version>-<fragment hash>-san<sanitize fragment
 #                      hash>-rustc<version>-clang<version>/     (--sanitize)
 # so a second run with the same inputs takes seconds. Prints the build
@@ -22,15 +27,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 sanitize=0
+bench=0
 for arg in "$@"; do
 	case "$arg" in
 	--sanitize) sanitize=1 ;;
-	*) die "usage: build-kernel.sh [--sanitize]" ;;
+	--bench) bench=1 ;;
+	*) die "usage: build-kernel.sh [--sanitize | --bench]" ;;
 	esac
 done
 
 frag="$here/kconfig/vamr-test.config"
 sanfrag="$here/kconfig/vamr-sanitize.config"
+benchfrag="$here/kconfig/vamr-bench.config"
+[ "$sanitize$bench" != 11 ] || die "--sanitize and --bench exclude each other"
 verfile="$VAMR_CACHE/src/kernel-version"
 [ -f "$verfile" ] || die "no kernel source fetched yet: run scripts/setup-host.sh first"
 srcver=$(cat "$verfile")
@@ -55,6 +64,12 @@ if [ "$sanitize" = 1 ]; then
 	kmake=("LLVM=$VAMR_LLVM")
 	frags+=("$sanfrag")
 fi
+if [ "$bench" = 1 ]; then
+	# ... plus the benchmark fragment, which turns the debug options off.
+	bench_hash=$(sha256sum <"$benchfrag" | cut -c1-12)
+	key="${srcver//[:~+]/_}-${frag_hash}-bench${bench_hash}-rustc${rustc_ver}"
+	frags+=("$benchfrag")
+fi
 kdir="$VAMR_CACHE/kernel/$key"
 
 if [ -f "$kdir/.vamr-built" ]; then
@@ -64,7 +79,9 @@ if [ -f "$kdir/.vamr-built" ]; then
 fi
 
 klog="$VAMR_CACHE/kernel/$key.log"
-if [ "$sanitize" = 1 ]; then
+if [ "$bench" = 1 ]; then
+	log "building the benchmark kernel $srcver (key $key); 7-17 min on 2 cores; log: $klog"
+elif [ "$sanitize" = 1 ]; then
 	log "building the sanitizer kernel $srcver (key $key); 20-40 min on 2 cores; log: $klog"
 else
 	log "building test kernel $srcver (key $key); 7-17 min on 2 cores; log: $klog"
@@ -124,7 +141,14 @@ check_fragment() { # fragment strict
 		esac
 	done <"$1"
 }
-check_fragment "$frag" 0
+if [ "$bench" = 1 ]; then
+	# The bench fragment overrides debug lines of the test fragment.
+	grep -v -e PROVE_LOCKING -e DEBUG_VM -e DEBUG_ATOMIC_SLEEP -e KUNIT "$frag" >"$kdir/.frag-test"
+	check_fragment "$kdir/.frag-test" 0
+	check_fragment "$benchfrag" 1
+else
+	check_fragment "$frag" 0
+fi
 if [ "$sanitize" = 1 ]; then
 	check_fragment "$sanfrag" 1
 fi
