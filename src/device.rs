@@ -335,7 +335,7 @@ impl VamrFile {
         self.check_mm()?;
         if req.handle == uapi::STATS_GLOBAL {
             req.generation = 0;
-            req.counters = stats::GLOBAL.snapshot();
+            req.counters = stats::global_snapshot();
         } else {
             let region = self.lookup(req.handle)?;
             req.generation = region.generation();

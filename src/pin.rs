@@ -19,6 +19,7 @@ extern "C" {
         mm: *mut bindings::mm_struct,
         start: usize,
         npages: usize,
+        must: usize,
         gup_flags: u32,
         pages: *mut *mut bindings::page,
         owner: bool,
@@ -153,7 +154,9 @@ pub(crate) struct PinMode {
 }
 
 /// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
-/// and stops at the first page that cannot be pinned. `start` must be page aligned and
+/// and stops at the first page that cannot be pinned. Only the first `must` pages (at least 1)
+/// are needed by the caller: when the range starts in a userfaultfd-registered VMA, at most
+/// those are pinned, so that no userfault is raised for a page nobody accesses. `start` must be page aligned and
 /// `npages > 0`. `mode` selects `FOLL_WRITE` and `FOLL_NOFAULT`; `FOLL_LONGTERM` is always set.
 ///
 /// GUP may drop `mmap_lock` and retry (`VM_FAULT_RETRY`), so userfaultfd MISSING, MINOR and
@@ -170,6 +173,7 @@ pub(crate) fn pin_user_range(
     mm: &MmWithUser,
     start: usize,
     npages: usize,
+    must: usize,
     mode: PinMode,
 ) -> Result<KVec<PinnedPage>> {
     let write = mode.write;
@@ -189,6 +193,7 @@ pub(crate) fn pin_user_range(
             mm.as_raw(),
             start,
             batch,
+            must.clamp(1, batch),
             flags,
             raw.as_mut_ptr(),
             mode.owner,

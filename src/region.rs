@@ -12,8 +12,10 @@
 //!   no request flags): the same page keeps its pin, another page present is pinned in its
 //!   place, nothing present unpins. Nothing is ever faulted in the background; absent pages
 //!   are pinned by the first access that needs them.
-//! - Accesses (copy, atomics) go through valid pins under the region lock, so an invalidation
-//!   waits for an access in flight and an access never touches a page after its invalidation.
+//! - Accesses (copy, atomics) go through valid pins under the region's pin-table spinlock, taken
+//!   once per run of up to [`io::RUN_PAGES`] pages (one packet), never per page and never
+//!   sleeping: an invalidation marks the pins it covers under that lock, so it waits for a run
+//!   in flight and no access touches a page after the invalidation that covered it returned.
 
 use crate::events::EventQueue;
 use crate::mm_state::{MmSlot, MmState};
@@ -27,8 +29,8 @@ use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex};
-use kernel::{new_condvar, new_mutex};
+use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
+use kernel::{new_condvar, new_mutex, new_spinlock};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
@@ -60,9 +62,13 @@ enum PinCause {
     Verify,
     /// A prefetch: pages that cannot be pinned are skipped.
     OnDemand,
-    /// An access: pins from its current page to the end of the access, and stops at the first
-    /// page that cannot be pinned (the access fails there).
-    Access,
+    /// An access: pins from its current page to the end of the access (page index `until`
+    /// excluded) and a window after it ([`io::AHEAD_PAGES`]), and stops at the first page that
+    /// cannot be pinned (the access fails there if it is its own). The window never faults a
+    /// userfaultfd-registered VMA (see [`pin_user_range`]).
+    Access {
+        until: usize,
+    },
 }
 
 /// One pinned page of a region.
@@ -104,12 +110,19 @@ impl Prefetch {
     }
 }
 
-/// Page state of a region, under [`Region::pages`].
+/// The pin table of a region, under [`Region::table`]: one entry per page of the region;
+/// `None` is an absent page. A `KVVec`: 16 bytes per page, so large regions need more than
+/// kmalloc gives. A pin may be a read pin even in a writable region (read prefetch, on-demand
+/// read); writes need a write pin and upgrade. Teardown empties it (an access that then looks a
+/// page up finds nothing and takes the slow path, which sees the region dead).
+type PinTable = KVVec<Option<PagePin>>;
+
+/// Most slots an invalidation visits per hold of [`Region::table`]: bounds the time a run of
+/// the data path waits for it (the invalidation itself has not returned until it visited all).
+const TABLE_CHUNK: usize = 4096;
+
+/// Bookkeeping of a region, under [`Region::pages`].
 struct Slots {
-    /// One entry per page of the region; `None` is an absent page. A `KVVec`: 16 bytes per
-    /// page, so large regions need more than kmalloc gives. A pin may be a read pin even in a
-    /// writable region (read prefetch, on-demand read); writes need a write pin and upgrade.
-    pins: KVVec<Option<PagePin>>,
     /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
     /// so that no pin round outlives the region's registration.
     fills: usize,
@@ -134,11 +147,12 @@ struct Slots {
 /// - `notifier` is inserted over the page range from [`Region::register`] until
 ///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown
 ///   (a [`Registration`] owns one reference and tears down in its `Drop`).
-/// - A pin in `pages.pins` that is not suspect holds the page mapped at its VA since the last
-///   invalidation of that VA; an invalidation marks the pins it covers suspect (or drops them)
-///   before it returns, and no access uses a suspect pin: so no page is touched after the
+/// - A pin in `table` that is not suspect holds the page mapped at its VA since the last
+///   invalidation of that VA; an invalidation marks the pins it covers suspect (or takes them
+///   out) under `table` before it returns, and an access copies only through pins it found
+///   usable under `table`, holding it for the copy: so no page is touched after the
 ///   invalidation that covered it returned, until the page table was read again and showed the
-///   same page at the VA. Every suspect pin lies in `pages.suspect`, and the region is then
+///   same page at the VA. Slots change only with both `pages` and `table` held. Every suspect pin lies in `pages.suspect`, and the region is then
 ///   queued on its mm's verify queue (or the pass that will clear it is running).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
@@ -157,12 +171,25 @@ pub(crate) use io::{AtomicOp, Dir};
 pub(crate) struct Region {
     #[pin]
     notifier: IntervalNotifier,
-    /// The pins. Lock rules: taken by the invalidate callback, which can run under reclaim and
-    /// with `mmap_lock` or folio locks held, so while holding it: no `GFP_KERNEL` allocation, no
-    /// GUP, no `mmap_lock`, no user copies (they may fault), nothing that sleeps for long. It is
-    /// held only around the commit of pins and around the copy or atomic on one page.
+    /// Bookkeeping (fills, suspect range, death, fault requests). Lock rules: taken by the
+    /// invalidate callback, which can run under reclaim and with `mmap_lock` or folio locks
+    /// held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no `mmap_lock`, no user
+    /// copies (they may fault), nothing that sleeps for long. Every writer of [`Region::table`]
+    /// holds it: it serialises invalidations, commits, the verify pass and teardown.
+    ///
+    /// Lock order: `pages` (mutex) before `table` (spinlock); nothing else is taken under
+    /// either, except the folio/mapping locks of `set_page_dirty()` under `pages` when an
+    /// invalidation unpins.
     #[pin]
     pages: Mutex<Slots>,
+    /// The pins ([`PinTable`]). The data path's read side: an access takes only this lock,
+    /// once per run of up to [`io::RUN_PAGES`] pages, and copies through the pins it finds
+    /// usable while holding it; so it never sleeps and touches no shared line but the
+    /// region's own. Writers hold `pages` too. Held for at most [`TABLE_CHUNK`] slots or one
+    /// run; nothing that sleeps, allocates or faults runs under it, and no pin is released
+    /// under it (pins taken out are released after it is dropped).
+    #[pin]
+    table: SpinLock<PinTable>,
     /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
     #[pin]
     idle: CondVar,
@@ -244,11 +271,30 @@ unsafe impl InvalidateHandler for Region {
 
         let (a, b) = self.page_span(range.start(), range.end());
         if !event.mapping_survives() {
-            // The pages leave the VA for good (munmap, process exit): unpin now.
+            // The pages leave the VA for good (munmap, process exit): unpin now, taking the
+            // pins out of the table a few at a time and releasing them outside its lock.
             let mut dropped = 0u64;
-            for slot in &mut slots.pins[a..b] {
-                if let Some(pin) = slot.take() {
-                    pin.page.release_in_invalidation();
+            let mut idx = a;
+            while idx < b {
+                let mut out: [Option<PinnedPage>; 32] = [const { None }; 32];
+                let mut n = 0;
+                {
+                    let mut table = self.table.lock();
+                    let stop = b.min(idx + TABLE_CHUNK).min(table.len());
+                    while idx < stop && n < out.len() {
+                        if let Some(pin) = table[idx].take() {
+                            out[n] = Some(pin.page);
+                            n += 1;
+                        }
+                        idx += 1;
+                    }
+                    if idx >= table.len() {
+                        // The end of the table, or emptied by teardown: nothing left.
+                        idx = b;
+                    }
+                }
+                for pin in out.iter_mut().filter_map(Option::take) {
+                    pin.release_in_invalidation();
                     dropped += 1;
                 }
             }
@@ -264,9 +310,18 @@ unsafe impl InvalidateHandler for Region {
         // migration) or change: stop accesses now, keep the pins, and let the verify pass
         // decide. Our pin keeps each old page allocated meanwhile.
         let mut marked = false;
-        for pin in slots.pins[a..b].iter_mut().flatten() {
-            pin.suspect = true;
-            marked = true;
+        let mut idx = a;
+        while idx < b {
+            let end = b.min(idx + TABLE_CHUNK);
+            let mut table = self.table.lock();
+            if let Some(chunk) = table.get_mut(idx..end) {
+                for pin in chunk.iter_mut().flatten() {
+                    pin.suspect = true;
+                    marked = true;
+                }
+            }
+            drop(table);
+            idx = end;
         }
         if marked && !slots.dead {
             let (sa, sb) = slots.suspect;
@@ -338,7 +393,6 @@ impl Region {
                 notifier <- IntervalNotifier::new(),
                 pages <- new_mutex!(
                     Slots {
-                        pins,
                         fills: 0,
                         suspect: (0, 0),
                         dead: false,
@@ -347,6 +401,7 @@ impl Region {
                     },
                     "vamr_region_pages"
                 ),
+                table <- new_spinlock!(pins, "vamr_region_table"),
                 idle <- new_condvar!("vamr_region_idle"),
                 fault_done <- new_condvar!("vamr_region_fault_done"),
                 verify_links <- ListLinks::new(),
@@ -482,10 +537,11 @@ impl Region {
             None => true,
             Some(pin) => !pin.usable(mode.write),
         };
-        let Some(i) = (idx..end).find(|&i| needs(&slots.pins[i])) else {
+        let table = self.table.lock();
+        let Some(i) = (idx..end).find(|&i| needs(&table[i])) else {
             return Ok(None);
         };
-        let j = (i..end).find(|&j| !needs(&slots.pins[j])).unwrap_or(end);
+        let j = (i..end).find(|&j| !needs(&table[j])).unwrap_or(end);
         Ok(Some((i, j)))
     }
 
@@ -525,9 +581,14 @@ impl Region {
             for _ in 0..REPIN_ATTEMPTS {
                 let seq = self.notifier.read_begin();
                 let va = self.start + idx * PAGE_SIZE;
-                let pins = match pin_user_range(mm, va, gap_end - idx, mode) {
+                // Pages that must be pinned (the rest may stop short, see `PinCause`).
+                let must = match cause {
+                    PinCause::Access { until } => until.saturating_sub(idx).max(1),
+                    _ => gap_end - idx,
+                };
+                let pins = match pin_user_range(mm, va, gap_end - idx, must, mode) {
                     Ok(pins) => pins,
-                    Err(e) if e == EFAULT && cause == PinCause::Access => {
+                    Err(e) if e == EFAULT && matches!(cause, PinCause::Access { .. }) => {
                         // The access fails at this page; what was pinned before it stays.
                         if committed == 0 && idx == first {
                             self.stats.add(Kind::AccessFaults, 1);
@@ -564,7 +625,7 @@ impl Region {
         }
         match cause {
             PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
-            PinCause::OnDemand | PinCause::Access => {
+            PinCause::OnDemand | PinCause::Access { .. } => {
                 self.stats.add(Kind::OnDemandRepins, committed as u64)
             }
             PinCause::Register => {}
@@ -584,7 +645,7 @@ impl Region {
     fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
         // Room for the duplicates, allocated before the lock (no allocation under it).
         let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
-        let mut slots = self.pages.lock();
+        let slots = self.pages.lock();
         if slots.dead {
             drop(slots);
             return Err(EFAULT);
@@ -595,8 +656,9 @@ impl Region {
         }
         let mut committed = 0;
         let mut added = 0u64;
+        let mut table = self.table.lock();
         for (i, pin) in pins.drain_all().enumerate() {
-            let slot = &mut slots.pins[idx + i];
+            let slot = &mut table[idx + i];
             match slot {
                 None => {
                     *slot = Some(PagePin {
@@ -620,6 +682,7 @@ impl Region {
                 }
             }
         }
+        drop(table);
         drop(slots);
         self.stats.add(Kind::PagesPinned, added);
         // `extra` is dropped (unpinned) here, outside the lock.
@@ -670,7 +733,7 @@ impl Region {
         }
         let slots = self.pages.lock();
         let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
-        if slots.dead || !slots.pins[a..b].iter().any(usable) {
+        if slots.dead || !self.table.lock()[a..b].iter().any(usable) {
             return Err(EFAULT);
         }
         Ok(pinned)
@@ -697,7 +760,7 @@ impl Region {
                 self.idle.wait(&mut slots);
             }
             slots.suspect = (0, 0);
-            core::mem::take(&mut slots.pins)
+            core::mem::take(&mut *self.table.lock())
         };
         let dropped = pins.iter().filter(|p| p.is_some()).count();
         crate::pin::unpin_all(pins.into_iter().flatten().map(|p| p.page));

@@ -3,11 +3,19 @@
 //! Counters of a region, and of the whole module (`VAMR_IOC_STATS`).
 //!
 //! Each event is counted in the region's [`Counters`] and in [`GLOBAL`], with relaxed atomics:
-//! they are statistics, read without a lock and not used to make decisions.
+//! they are statistics, read without a lock and not used to make decisions. The byte counters
+//! of the data path ([`Counters::add_bytes`]) are global per CPU instead, so that an access
+//! dirties no cache line shared by the whole module; [`global_snapshot`] sums them.
 
 use crate::notifier::Event;
 use crate::uapi;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+// Declarations: src/vamr_glue.h.
+extern "C" {
+    fn vamr_global_bytes_add(idx: u32, n: u64);
+    fn vamr_global_bytes_sum(idx: u32) -> u64;
+}
 
 /// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
 /// otherwise.
@@ -51,8 +59,19 @@ pub(crate) struct Counters {
     invalidations: [AtomicU64; Event::COUNT],
 }
 
-/// Counters over every region of the module, live or gone.
+/// Counters over every region of the module, live or gone (but the byte counters: see
+/// [`global_snapshot`]).
 pub(crate) static GLOBAL: Counters = Counters::new();
+
+/// A snapshot of the module-wide counters: [`GLOBAL`], with the per-CPU byte counters summed.
+pub(crate) fn global_snapshot() -> uapi::Counters {
+    let mut c = GLOBAL.snapshot();
+    // SAFETY: no preconditions; sums a per-CPU array indexed 0 or 1.
+    c.bytes_read = unsafe { vamr_global_bytes_sum(0) };
+    // SAFETY: as above.
+    c.bytes_written = unsafe { vamr_global_bytes_sum(1) };
+    c
+}
 
 impl Counters {
     /// All zero.
@@ -67,6 +86,15 @@ impl Counters {
     pub(crate) fn add(&self, kind: Kind, n: u64) {
         self.by_kind[kind as usize].fetch_add(n, Relaxed);
         GLOBAL.by_kind[kind as usize].fetch_add(n, Relaxed);
+    }
+
+    /// Adds `n` bytes to `kind` ([`Kind::BytesRead`] or [`Kind::BytesWritten`]) here and to this
+    /// CPU's global byte counter (see the module documentation). Any context.
+    pub(crate) fn add_bytes(&self, kind: Kind, n: u64) {
+        self.by_kind[kind as usize].fetch_add(n, Relaxed);
+        let idx = u32::from(matches!(kind, Kind::BytesWritten));
+        // SAFETY: no preconditions; `this_cpu_add` on a per-CPU array indexed 0 or 1.
+        unsafe { vamr_global_bytes_add(idx, n) };
     }
 
     /// Subtracts `n` from `kind` (a gauge) here and in [`GLOBAL`]. Any context.

@@ -132,17 +132,36 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * Any other caller (a device task, a work item) must not wait on a userfault
  * it cannot be woken from: for a userfaultfd-registered VMA it asks
  * FOLL_NOWAIT, so such a fault ends the call with -EBUSY and is delivered by
- * vamr_fault_in() from a work item instead. Returns the pages pinned or an
- * errno; takes and releases mmap_lock for reading.
+ * vamr_fault_in() from a work item instead. Of the @npages asked, @must
+ * (1 <= @must <= @npages) are needed and the rest pinned ahead, within the
+ * VMA of @start and never in a userfaultfd-registered one. Returns the pages
+ * pinned or an errno; takes and releases mmap_lock for reading.
  */
 #include <linux/userfaultfd_k.h>
 
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
-			 unsigned int gup_flags, struct page **pages, bool owner)
+			 unsigned long must, unsigned int gup_flags, struct page **pages,
+			 bool owner)
 {
 	struct vm_area_struct *vma;
 	int locked = 1;
 	long ret;
+
+	/*
+	 * Only @must pages are needed; the rest are pinned ahead. Never ahead
+	 * into a userfaultfd-registered VMA: that would raise userfaults for
+	 * pages nobody accesses.
+	 */
+	if (must < npages && !(gup_flags & FOLL_NOFAULT)) {
+		if (mmap_read_lock_killable(mm))
+			return -EINTR;
+		vma = vma_lookup(mm, start);
+		if (!vma || userfaultfd_armed(vma))
+			npages = must;
+		else
+			npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
+		mmap_read_unlock(mm);
+	}
 
 	/*
 	 * The owner pins its own memory: the fast path, without mmap_lock for
@@ -329,4 +348,26 @@ unsigned int vamr_max_regions_per_mm(void)
 bool vamr_fatal_signal_pending(void)
 {
 	return fatal_signal_pending(current);
+}
+
+/*
+ * Global byte counters of the data path, per CPU: an access adds to its own
+ * CPU's counter (this_cpu_add(), no shared cache line); VAMR_IOC_STATS sums
+ * them. idx: 0 bytes read, 1 bytes written.
+ */
+static DEFINE_PER_CPU(u64, vamr_bytes[2]);
+
+void vamr_global_bytes_add(unsigned int idx, u64 n)
+{
+	this_cpu_add(vamr_bytes[idx & 1], n);
+}
+
+u64 vamr_global_bytes_sum(unsigned int idx)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(vamr_bytes[idx & 1], cpu);
+	return sum;
 }

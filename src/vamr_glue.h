@@ -23,11 +23,14 @@ int vamr_snapshot(struct mmu_interval_notifier *sub, unsigned long seq, unsigned
 		  unsigned long npages, unsigned long *hmm_pfns);
 struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write);
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
-			 unsigned int gup_flags, struct page **pages, bool owner);
+			 unsigned long must, unsigned int gup_flags, struct page **pages,
+			 bool owner);
 int vamr_fault_in(struct mm_struct *mm, unsigned long addr, bool write);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
 bool vamr_fatal_signal_pending(void);
+void vamr_global_bytes_add(unsigned int idx, u64 n);
+u64 vamr_global_bytes_sum(unsigned int idx);
 unsigned int vamr_max_regions_per_mm(void);
 struct workqueue_struct *vamr_alloc_workqueue(const char *name);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);

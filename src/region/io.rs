@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Accesses to a region: copies in both directions and 8-byte atomics, page by page through
-//! the pins under the region lock, pinning on demand what is absent (see
-//! `Documentation/vamr.rst`, "Access").
+//! Accesses to a region, the data path: copies in both directions and 8-byte atomics through
+//! the pins, under the region's table spinlock once per run of pages (one packet), pinning on
+//! demand what is absent (see `Documentation/vamr.rst`, "Access").
 
 use super::{PinCause, Region, REPIN_ATTEMPTS};
 use crate::pin::{PinMode, PIN_BATCH};
@@ -45,59 +45,116 @@ pub(crate) enum AtomicOp {
     Write { value: u64 },
 }
 
+/// Most pages an access copies per hold of the region's table lock (a *run*). A packet of the
+/// largest RoCE MTU (4096 bytes) spans at most two pages, so one packet is one run; the bound
+/// keeps the time an invalidation waits for a run in flight to 16 page copies (64 KiB) when the
+/// in-kernel API copies more at once.
+pub(super) const RUN_PAGES: usize = 16;
+
+/// Pages an access that must pin also pins after its own, in the same GUP call (for its
+/// direction, faulting them in): a stream of packets over freshly mapped memory then pins 64
+/// pages per slow path instead of one per packet. mlx5 does the same after a responder page
+/// fault, with a larger window (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c).
+/// Bounded by the region's end; a page of the window that cannot be pinned ends it.
+pub(super) const AHEAD_PAGES: usize = 64;
+
 impl Region {
-    /// Runs `f` on the pinned page with index `idx`, pinning it on demand first (for writing
-    /// when `write`, upgrading a read pin) together with the pages of the same access up to
-    /// index `last` (at most [`PIN_BATCH`] in one GUP call), with the region lock held (so no
-    /// invalidation can unpin it meanwhile). `f` must not sleep, allocate or touch user
-    /// memory.
+    /// The data path: calls `f(page, in_page, done, n)` for each page-bounded piece of the `len`
+    /// bytes at byte offset `off` from `start`, in order, where `page` is the pinned page,
+    /// `in_page` the offset in it, `done` the bytes before the piece and `n` its length.
     ///
-    /// Errors: `EFAULT` when nothing is mapped there, the protection forbids the access, or the
-    /// region is dead (process exit); `ECANCELED` once the region is cancelled (deregistration);
-    /// `EAGAIN` when invalidations keep winning.
-    fn with_page<R>(
+    /// Fast path: the region's table lock (a spinlock) is taken once per run of up to
+    /// [`RUN_PAGES`] pieces, and each piece goes through a usable pin while it is held. `f`
+    /// therefore runs with a spinlock held: it must not sleep, allocate, or touch user memory;
+    /// and an invalidation, which marks pins under the same lock, waits for the run in flight,
+    /// so no byte moves to or from a page after the invalidation covering it returned.
+    ///
+    /// Slow path: a piece whose page has no usable pin (absent, suspect, or a read pin for a
+    /// write) ends the run; the page is pinned on demand (for writing when `write`, upgrading a
+    /// read pin) together with the rest of the access, at most [`PIN_BATCH`] pages in one GUP
+    /// call, then the runs go on.
+    ///
+    /// Errors: `EFAULT` when nothing is mapped at a page, the protection forbids the access, or
+    /// the region is dead (process exit); `ECANCELED` once the region is cancelled
+    /// (deregistration); `EAGAIN` when invalidations keep winning against the pins of one page
+    /// ([`REPIN_ATTEMPTS`] slow rounds without progress); `EINTR`, `ENOMEM`. On error, the
+    /// pieces before the failing page were done. Sleeps (slow path only).
+    fn access(
         &self,
-        idx: usize,
-        last: usize,
+        off: usize,
+        len: usize,
         write: bool,
-        f: impl FnOnce(NonNull<bindings::page>) -> R,
-    ) -> Result<R> {
-        for _ in 0..REPIN_ATTEMPTS {
+        mut f: impl FnMut(NonNull<bindings::page>, usize, usize, usize),
+    ) -> Result {
+        let last = (off + len - 1) / PAGE_SIZE;
+        let mut done = 0;
+        let mut misses = 0;
+        while done < len {
+            // One load of a flag that is written once: no shared line is dirtied.
+            if self.cancelled.load(Ordering::Acquire) {
+                return Err(ECANCELED);
+            }
+            let before = done;
             {
-                let slots = self.pages.lock();
-                if slots.dead {
-                    return Err(EFAULT);
-                }
-                if self.cancelled.load(Ordering::Acquire) {
-                    return Err(ECANCELED);
-                }
-                match &slots.pins[idx] {
-                    Some(pin) if pin.usable(write) => {
-                        // A pinned page pointer is never NULL.
-                        let page = NonNull::new(pin.page.as_ptr()).ok_or(EFAULT)?;
-                        return Ok(f(page));
+                let table = self.table.lock();
+                for _ in 0..RUN_PAGES {
+                    if done == len {
+                        break;
                     }
-                    _ => {}
+                    let pos = off + done;
+                    let (idx, in_page) = (pos / PAGE_SIZE, pos % PAGE_SIZE);
+                    let n = (PAGE_SIZE - in_page).min(len - done);
+                    // Teardown empties the table: `get` then finds nothing (slow path, dead).
+                    let page = match table.get(idx) {
+                        Some(Some(pin)) if pin.usable(write) => NonNull::new(pin.page.as_ptr()),
+                        _ => None,
+                    };
+                    let Some(page) = page else {
+                        break;
+                    };
+                    f(page, in_page, done, n);
+                    done += n;
                 }
             }
-            let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
-            let mode = PinMode {
-                write,
-                nofault: false,
-                owner: self.current_is_owner(),
-            };
-            let count = (last + 1 - idx).min(PIN_BATCH);
-            let pinned = self.fill(&mm, idx, count, PinCause::Access, mode);
-            drop(mm);
-            if pinned == Err(EBUSY) {
-                // A userfault that this context must not wait for: a work item delivers it
-                // to the handler, and this access waits for it, cancellably.
-                self.wait_for_fault(idx, write)?;
+            if done > before {
+                misses = 0;
                 continue;
             }
-            pinned?;
+            misses += 1;
+            if misses > REPIN_ATTEMPTS {
+                return Err(EAGAIN);
+            }
+            self.pin_for_access((off + done) / PAGE_SIZE, last, write)?;
         }
-        Err(EAGAIN)
+        Ok(())
+    }
+
+    /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when
+    /// `write`) together with the pages of the same access up to index `last` and at least
+    /// [`AHEAD_PAGES`] pages from `idx` (within the region), at most [`PIN_BATCH`] in one
+    /// round. Success does not promise a usable pin (an invalidation may
+    /// have won): the caller looks again. Errors: as [`Region::access`]. Sleeps.
+    fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
+        let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
+        let mode = PinMode {
+            write,
+            nofault: false,
+            owner: self.current_is_owner(),
+        };
+        let count = (last + 1 - idx)
+            .max(AHEAD_PAGES)
+            .min(PIN_BATCH)
+            .min(self.npages - idx);
+        let cause = PinCause::Access { until: last + 1 };
+        let pinned = self.fill(&mm, idx, count, cause, mode);
+        drop(mm);
+        match pinned {
+            // A userfault that this context must not wait for: a work item delivers it to
+            // the handler, and this access waits for it, cancellably.
+            Err(EBUSY) => self.wait_for_fault(idx, write),
+            Err(e) => Err(e),
+            Ok(_) => Ok(()),
+        }
     }
 
     /// Checks that `[va, va + len)` lies inside the registered byte range and returns the
@@ -110,57 +167,40 @@ impl Region {
         Ok(va - self.start)
     }
 
-    /// Moves `n` bytes between the pinned page `idx` (from byte `in_page`) and `io`'s buffer,
-    /// under the region lock, pinning the page on demand first (with the rest of the access, up
-    /// to page `last`). Errors: see [`Region::with_page`].
+    /// Copies one page-bounded piece between the pinned `page` (from byte `in_page`, `n` bytes)
+    /// and `io`'s buffer. Runs under the table lock (see [`Region::access`]).
     ///
-    /// The callers split copies at page boundaries, so `[in_page, in_page + n)` lies in the
-    /// page. User space and devices may access the page at the same time; as for every copy to
-    /// or from user memory, that is outside Rust's model (no Rust reference to it exists).
-    fn page_io(&self, idx: usize, last: usize, in_page: usize, n: usize, io: PageIo) -> Result {
-        let write = matches!(io, PageIo::Write(_));
-        self.with_page(idx, last, write, |page| {
-            // SAFETY: the region lock (held inside `with_page`) keeps the page pinned; the range
-            // lies in it and `io` points to `n` bytes (`PageIo` contract); see above for races.
-            unsafe {
-                let page = BorrowedPage::from_raw(page);
-                match io {
-                    PageIo::Read(dst) => page.read_raw(dst, in_page, n),
-                    PageIo::Write(src) => page.write_raw(src, in_page, n),
-                }
+    /// User space and devices may access the page at the same time; as for every copy to or
+    /// from user memory, that is outside Rust's model (no Rust reference to it exists).
+    fn page_io(page: NonNull<bindings::page>, in_page: usize, n: usize, io: PageIo) -> Result {
+        // SAFETY: the table lock, held by the caller, keeps the page pinned; `[in_page, in_page
+        // + n)` lies in the page (pieces are page-bounded) and `io` points to `n` bytes
+        // (`PageIo` contract); see above for races.
+        unsafe {
+            let page = BorrowedPage::from_raw(page);
+            match io {
+                PageIo::Read(dst) => page.read_raw(dst, in_page, n),
+                PageIo::Write(src) => page.write_raw(src, in_page, n),
             }
-        })?
+        }
     }
 
-    /// Checks a copy of `len` bytes at `va` and calls `step(idx, last, in_page, done, n)` for
-    /// each page-bounded piece, in order (`last` is the index of the copy's last page); then
-    /// counts the bytes. Errors: `EINVAL` (range outside
-    /// the region), `EACCES` (write to a read-only region), and those of `step`.
-    fn walk(
-        &self,
-        va: usize,
-        len: usize,
-        dir: Dir,
-        mut step: impl FnMut(usize, usize, usize, usize, usize) -> Result,
-    ) -> Result {
+    /// Checks a copy of `len` bytes at `va` in direction `dir` and returns its offset from
+    /// `start`. Errors: `EINVAL` (range outside the region, or `len` 0), `EACCES` (write to a
+    /// read-only region).
+    fn check_copy(&self, va: usize, len: usize, dir: Dir) -> Result<usize> {
         if dir == Dir::Write && !self.access.write {
             return Err(EACCES);
         }
-        let mut off = self.offset_of(va, len)?;
-        let last = (off + len - 1) / PAGE_SIZE;
-        let mut done = 0;
-        while done < len {
-            let in_page = off % PAGE_SIZE;
-            let n = (PAGE_SIZE - in_page).min(len - done);
-            step(off / PAGE_SIZE, last, in_page, done, n)?;
-            done += n;
-            off += n;
-        }
+        self.offset_of(va, len)
+    }
+
+    /// Counts `len` bytes moved in direction `dir`.
+    fn count_bytes(&self, dir: Dir, len: usize) {
         match dir {
-            Dir::Read => self.stats.add(Kind::BytesRead, len as u64),
-            Dir::Write => self.stats.add(Kind::BytesWritten, len as u64),
+            Dir::Read => self.stats.add_bytes(Kind::BytesRead, len as u64),
+            Dir::Write => self.stats.add_bytes(Kind::BytesWritten, len as u64),
         }
-        Ok(())
     }
 
     /// Copies `len` bytes between the region at `va` and a buffer the caller cannot touch under
@@ -169,11 +209,11 @@ impl Region {
     /// For each page-bounded piece, `chunk(bounce)` moves data between `bounce` and the
     /// caller's buffer, in order: for [`Dir::Write`] it fills `bounce` before the page is
     /// written, for [`Dir::Read`] it consumes `bounce` after the page was read. It runs without
-    /// the region lock and may sleep or fault.
+    /// the region's locks and may sleep or fault.
     ///
     /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
-    /// `EFAULT`, `ECANCELED` (see [`Region::with_page`]), `EINTR` (fatal signal), `ENOMEM`, and
-    /// the errors of `chunk`. On error some bytes may have been copied. Sleeps.
+    /// `EFAULT`, `ECANCELED`, `EAGAIN` (see [`Region::access`]), `EINTR` (fatal signal),
+    /// `ENOMEM`, and the errors of `chunk`. On error some bytes may have been copied. Sleeps.
     pub(crate) fn copy_bounced(
         &self,
         va: usize,
@@ -181,11 +221,15 @@ impl Region {
         dir: Dir,
         mut chunk: impl FnMut(&mut [u8]) -> Result,
     ) -> Result {
-        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len.max(1)), GFP_KERNEL)?;
-        self.walk(va, len, dir, |idx, last, in_page, _done, n| {
+        let off = self.check_copy(va, len, dir)?;
+        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len), GFP_KERNEL)?;
+        let mut done = 0;
+        while done < len {
             // A copy for user space may span a large region: stop on cancellation and on a
             // fatal signal between pages.
             self.check_interrupted()?;
+            let pos = off + done;
+            let n = (PAGE_SIZE - pos % PAGE_SIZE).min(len - done);
             let buf = &mut bounce[..n];
             if dir == Dir::Write {
                 chunk(buf)?;
@@ -194,61 +238,83 @@ impl Region {
                 Dir::Read => PageIo::Read(buf.as_mut_ptr()),
                 Dir::Write => PageIo::Write(buf.as_ptr()),
             };
-            self.page_io(idx, last, in_page, n, io)?;
+            let mut res = Ok(());
+            self.access(pos, n, dir == Dir::Write, |page, in_page, _, n| {
+                res = Self::page_io(page, in_page, n, io);
+            })?;
+            res?;
             if dir == Dir::Read {
                 chunk(buf)?;
             }
-            Ok(())
-        })
+            done += n;
+        }
+        self.count_bytes(dir, len);
+        Ok(())
+    }
+
+    /// Copies between the region at `va` and the kernel buffer at `ptr` (`len` bytes), straight
+    /// through the pinned pages (see [`Region::access`]).
+    ///
+    /// `ptr` must be valid for `len` bytes (writes for [`Dir::Read`], reads for [`Dir::Write`])
+    /// and not point into the region's pages.
+    fn copy_kernel(&self, va: usize, len: usize, dir: Dir, ptr: *mut u8) -> Result {
+        let off = self.check_copy(va, len, dir)?;
+        let mut res = Ok(());
+        self.access(off, len, dir == Dir::Write, |page, in_page, done, n| {
+            // `done + n <= len`: `access` splits exactly `len` bytes.
+            let buf = ptr.wrapping_add(done);
+            let io = match dir {
+                Dir::Read => PageIo::Read(buf),
+                Dir::Write => PageIo::Write(buf),
+            };
+            if res.is_ok() {
+                res = Self::page_io(page, in_page, n, io);
+            }
+        })?;
+        res?;
+        self.count_bytes(dir, len);
+        Ok(())
     }
 
     /// Copies from the region at `va` into the kernel buffer `buf` (`buf.len()` bytes), straight
     /// from the pinned pages. Errors and context: as [`Region::copy_bounced`].
     pub(crate) fn read_into(&self, va: usize, buf: &mut [u8]) -> Result {
-        let ptr = buf.as_mut_ptr();
-        self.walk(va, buf.len(), Dir::Read, |idx, last, in_page, done, n| {
-            // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
-            self.page_io(idx, last, in_page, n, PageIo::Read(ptr.wrapping_add(done)))
-        })
+        self.copy_kernel(va, buf.len(), Dir::Read, buf.as_mut_ptr())
     }
 
     /// Copies the kernel buffer `buf` into the region at `va`, straight into the pinned pages.
     /// Errors and context: as [`Region::copy_bounced`].
     pub(crate) fn write_from(&self, va: usize, buf: &[u8]) -> Result {
-        let ptr = buf.as_ptr();
-        self.walk(va, buf.len(), Dir::Write, |idx, last, in_page, done, n| {
-            // `done + n <= buf.len()`: `walk` splits exactly `buf.len()` bytes.
-            self.page_io(idx, last, in_page, n, PageIo::Write(ptr.wrapping_add(done)))
-        })
+        // Only read through: `Dir::Write` copies from the buffer into the pages.
+        self.copy_kernel(va, buf.len(), Dir::Write, buf.as_ptr().cast_mut())
     }
 
     /// Performs an 8-byte atomic at `va` (8-byte aligned, inside the region) and returns the
     /// value found before it (for [`AtomicOp::Write`]: the value overwritten).
     ///
-    /// Errors: `EINVAL` (misaligned or outside), `EACCES` (read-only region), `EFAULT` (see
-    /// [`Region::with_page`]). Sleeps (may pin on demand); the atomic itself runs under the
-    /// region lock.
+    /// Errors: `EINVAL` (misaligned or outside), `EACCES` (read-only region), and those of
+    /// [`Region::access`]. Sleeps (may pin on demand); the atomic itself runs under the table
+    /// lock.
     pub(crate) fn atomic(&self, va: usize, op: AtomicOp) -> Result<u64> {
         if va % 8 != 0 {
             return Err(EINVAL);
         }
-        if !self.access.write {
-            return Err(EACCES);
-        }
-        let off = self.offset_of(va, 8)?;
-        let old = self.with_page(off / PAGE_SIZE, off / PAGE_SIZE, true, |page| {
+        let off = self.check_copy(va, 8, Dir::Write)?;
+        let mut old = 0;
+        self.access(off, 8, true, |page, in_page, _, _| {
             // Nothing between the map and the matching `kunmap_local` sleeps or maps a page.
-            // SAFETY: the region lock (held inside `with_page`) keeps the page pinned.
+            // SAFETY: the table lock (held inside `access`) keeps the page pinned.
             let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
-            // `off` is 8-byte aligned (checked above), so the word lies within the mapped page.
+            // `in_page` is 8-byte aligned (`va` is, and pages are), so the word lies within
+            // the mapped page.
             // SAFETY: valid and aligned for an `AtomicU64`; other users of the word (user space,
             // devices) use machine accesses, as with any shared user memory.
             let word = unsafe {
                 core::sync::atomic::AtomicU64::from_ptr(
-                    base.cast::<u8>().add(off % PAGE_SIZE).cast::<u64>(),
+                    base.cast::<u8>().add(in_page).cast::<u64>(),
                 )
             };
-            let old = match op {
+            old = match op {
                 AtomicOp::CmpSwap { compare, swap } => {
                     match word.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
                         Ok(v) | Err(v) => v,
@@ -260,9 +326,8 @@ impl Region {
             // SAFETY: `base` came from the `kmap_local_page` above, on this CPU, and is unmapped
             // exactly once.
             unsafe { bindings::kunmap_local(base) };
-            old
         })?;
-        self.stats.add(Kind::BytesWritten, 8);
+        self.count_bytes(Dir::Write, 8);
         Ok(old)
     }
 }

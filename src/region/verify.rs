@@ -81,7 +81,7 @@ impl Region {
             let snap = self
                 .notifier
                 .snapshot(seq, self.start + i * PAGE_SIZE, &mut pfns);
-            let mut slots = self.pages.lock();
+            let slots = self.pages.lock();
             if slots.dead {
                 return Err(EFAULT);
             }
@@ -102,8 +102,11 @@ impl Region {
             let mut kept = 0u64;
             // First and last index + 1 of the pins replaced by another present page.
             let mut swap = (usize::MAX, 0);
+            // At most `PIN_BATCH` slots under the table lock; the pins dropped are released
+            // after both locks.
+            let mut table = self.table.lock();
             for k in i..j {
-                let Some(pin) = &mut slots.pins[k] else {
+                let Some(pin) = &mut table[k] else {
                     continue;
                 };
                 if !pin.suspect {
@@ -124,7 +127,7 @@ impl Region {
                         kept += 1;
                     }
                     other => {
-                        if let Some(old) = slots.pins[k].take() {
+                        if let Some(old) = table[k].take() {
                             // Cannot fail: `gone` has room for every pin of the batch.
                             let _ = gone.push_within_capacity(old.page);
                         }
@@ -134,6 +137,8 @@ impl Region {
                     }
                 }
             }
+            drop(table);
+            drop(slots);
             break (kept, swap);
         };
         let dropped = gone.len() as u64;

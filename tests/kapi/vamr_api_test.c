@@ -22,7 +22,7 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
-#include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vamr.h>
@@ -30,7 +30,12 @@
 #include "vamr_api_test.h"
 
 struct api_test_file {
-	struct mutex lock;		/* serializes create/destroy against use */
+	/*
+	 * Create and destroy hold it for writing; every other call for reading,
+	 * so that threads of one file copy through the region concurrently, as
+	 * an RDMA driver's tasks do on several CPUs.
+	 */
+	struct rw_semaphore lock;
 	struct vamr_region *region;	/* NULL when none */
 };
 
@@ -40,7 +45,7 @@ static int api_test_open(struct inode *inode, struct file *file)
 
 	if (!f)
 		return -ENOMEM;
-	mutex_init(&f->lock);
+	init_rwsem(&f->lock);
 	file->private_data = f;
 	return 0;
 }
@@ -84,6 +89,7 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 	struct api_test_file *f = file->private_data;
 	struct vamr_api_test_arg a;
 	struct vamr_counters c;
+	bool excl = cmd == VAMR_API_TEST_CREATE || cmd == VAMR_API_TEST_DESTROY;
 	long ret = 0;
 
 	if (cmd != VAMR_API_TEST_STATS && cmd != VAMR_API_TEST_DESTROY &&
@@ -91,7 +97,10 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 	    copy_from_user(&a, (void __user *)arg, sizeof(a)))
 		return -EFAULT;
 
-	mutex_lock(&f->lock);
+	if (excl)
+		down_write(&f->lock);
+	else
+		down_read(&f->lock);
 	if (cmd != VAMR_API_TEST_CREATE && !f->region) {
 		ret = -ENOENT;
 		goto out;
@@ -142,7 +151,10 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 		ret = -ENOTTY;
 	}
 out:
-	mutex_unlock(&f->lock);
+	if (excl)
+		up_write(&f->lock);
+	else
+		up_read(&f->lock);
 	return ret;
 }
 

@@ -7,10 +7,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -199,6 +204,175 @@ TEST_F(api, cancel_stops_every_access)
 	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
 	EXPECT_EQ(vmpin, vamr_vmpin_kb());
 	munmap(a, len);
+}
+
+/*
+ * The data path under fire: copier threads on every CPU move bytes through
+ * one region with kernel buffers (the read side an RDMA driver's tasks use)
+ * while a remapper replaces the whole range with fresh pages (mmap MAP_FIXED,
+ * an UNMAP invalidation) and DONTNEEDs it, over and over. `seq` is odd while
+ * the remapper changes the range and even once the new pages hold the new
+ * generation's bytes. A copy that began and ended within one even `seq`
+ * must match what the CPU sees: writers write their own slice of the first
+ * half and check it through the CPU mapping; readers read the second half,
+ * which the remapper filled for that generation. A copy through a pin that
+ * an invalidation had covered (old pages) fails this check.
+ */
+#define HAMMER_PAGES 64
+#define HAMMER_SECONDS 3
+#define HAMMER_MAX_THREADS 8
+
+struct hammer {
+	int fd;
+	uint8_t *a;
+	_Atomic unsigned long seq;
+	_Atomic int stop;
+	_Atomic unsigned long checked, raced, remaps, bad, errors;
+	char why[160];
+};
+
+struct hammer_thread {
+	struct hammer *h;
+	int cpu, writer, slot, nslots;
+	uint8_t *buf;
+};
+
+static void hammer_fail(struct hammer *h, const char *what, long a, long b)
+{
+	if (atomic_fetch_add(&h->bad, 1) == 0)
+		snprintf(h->why, sizeof(h->why), "%s (%ld, %ld)", what, a, b);
+}
+
+static void *hammer_copier(void *arg)
+{
+	struct hammer_thread *t = arg;
+	struct hammer *h = t->h;
+	size_t half = HAMMER_PAGES / 2 * PAGE;
+	size_t slice = half / t->nslots;
+	uint8_t *mine = h->a + t->slot * slice;
+	uint64_t tag = ((uint64_t)t->slot << 32) | 1;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(t->cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	while (!atomic_load(&h->stop)) {
+		unsigned long s1 = atomic_load(&h->seq), s2;
+		int ret;
+
+		if (s1 & 1)
+			continue;
+		if (t->writer) {
+			tag++;
+			pattern_fill(t->buf, slice, tag, t->slot * slice);
+			ret = api_copy(h->fd, 1, mine, t->buf, slice);
+			s2 = atomic_load(&h->seq);
+			if (s1 != s2) {
+				atomic_fetch_add(&h->raced, 1);
+				continue;
+			}
+			if (ret) {
+				hammer_fail(h, "write failed with no remap", ret, s1);
+				continue;
+			}
+			/* No remap since before the write: the CPU must see it. */
+			if (pattern_check(mine, slice, tag, t->slot * slice) != PATTERN_OK ||
+			    atomic_load(&h->seq) != s1) {
+				if (atomic_load(&h->seq) != s1) {
+					atomic_fetch_add(&h->raced, 1);
+					continue;
+				}
+				hammer_fail(h, "written bytes not where the CPU looks", t->slot, s1);
+				continue;
+			}
+		} else {
+			ret = api_copy(h->fd, 0, h->a + half, t->buf, half);
+			s2 = atomic_load(&h->seq);
+			if (s1 != s2) {
+				atomic_fetch_add(&h->raced, 1);
+				continue;
+			}
+			if (ret) {
+				hammer_fail(h, "read failed with no remap", ret, s1);
+				continue;
+			}
+			if (pattern_check(t->buf, half, 1000 + s1 / 2, half) != PATTERN_OK) {
+				hammer_fail(h, "read bytes differ from the generation's", s1,
+					    (long)pattern_check(t->buf, half, 1000 + s1 / 2, half));
+				continue;
+			}
+		}
+		atomic_fetch_add(&h->checked, 1);
+	}
+	return NULL;
+}
+
+TEST_F(api, copies_on_all_cpus_race_remaps)
+{
+	size_t len = HAMMER_PAGES * PAGE, half = len / 2;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct hammer_thread th[HAMMER_MAX_THREADS];
+	pthread_t tid[HAMMER_MAX_THREADS];
+	struct hammer h = { .fd = self->fd };
+	int n = 0, nwriters;
+	time_t end;
+
+	if (ncpu < 2)
+		SKIP(return, "needs two CPUs");
+	if (ncpu > HAMMER_MAX_THREADS / 2)
+		ncpu = HAMMER_MAX_THREADS / 2;
+	nwriters = ncpu;
+	h.a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, h.a);
+	pattern_fill(h.a + half, half, 1000, half);
+	ASSERT_EQ(0, api_create(self->fd, h.a, len, RW));
+	/* A writer and a reader per CPU. */
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		for (int w = 0; w < 2; w++) {
+			th[n] = (struct hammer_thread){
+				.h = &h, .cpu = cpu, .writer = w, .slot = cpu, .nslots = nwriters,
+				.buf = self->buf + n * (len / 2),
+			};
+			ASSERT_EQ(0, pthread_create(&tid[n], NULL, hammer_copier, &th[n]));
+			n++;
+		}
+	}
+	/* At least HAMMER_SECONDS, and until enough copies were checked (20 s at most). */
+	end = time(NULL) + HAMMER_SECONDS;
+	while (time(NULL) < end ||
+	       ((atomic_load(&h.checked) < 10ul * n || atomic_load(&h.raced) < 1) &&
+		time(NULL) < end + 20)) {
+		unsigned long gen;
+
+		atomic_fetch_add(&h.seq, 1);
+		gen = (atomic_load(&h.seq) + 1) / 2;
+		if (gen % 3 == 2) {
+			/* Release the pages: the next copies must see zeros, then the fill. */
+			ASSERT_EQ(0, madvise(h.a, len, MADV_DONTNEED));
+		} else {
+			ASSERT_EQ(h.a, mmap(h.a, len, PROT_READ | PROT_WRITE,
+					    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+		}
+		pattern_fill(h.a + half, half, 1000 + gen, half);
+		atomic_fetch_add(&h.seq, 1);
+		atomic_fetch_add(&h.remaps, 1);
+		usleep(2000);
+	}
+	atomic_store(&h.stop, 1);
+	for (int i = 0; i < n; i++)
+		pthread_join(tid[i], NULL);
+	unsigned long checked = atomic_load(&h.checked), raced = atomic_load(&h.raced);
+	unsigned long remaps = atomic_load(&h.remaps), bad = atomic_load(&h.bad);
+
+	TH_LOG("%lu copies checked, %lu raced a remap, %lu remaps, %d threads on %ld CPUs",
+	       checked, raced, remaps, n, ncpu);
+	EXPECT_EQ(0ul, bad) TH_LOG("first failure: %s", h.why);
+	/* The copies really overlapped the remaps, and enough were checked. */
+	EXPECT_LE(10ul, remaps);
+	EXPECT_LE(1ul, raced);
+	EXPECT_LE(10ul * n, checked);
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	munmap(h.a, len);
 }
 
 /* Bad input gets the documented errno; a region left at close is released. */
