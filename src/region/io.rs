@@ -130,8 +130,9 @@ impl Region {
     }
 
     /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when
-    /// `write`) together with the pages of the same access up to index `last` and at least
-    /// [`AHEAD_PAGES`] pages from `idx` (within the region), at most [`PIN_BATCH`] in one
+    /// `write`) together with the pages of the same access up to index `last` and the absent
+    /// pages right after it, up to [`AHEAD_PAGES`] pages from `idx` (suspect pins there are
+    /// left to the verify pass, which keeps them without GUP), at most [`PIN_BATCH`] in one
     /// round. Success does not promise a usable pin (an invalidation may
     /// have won): the caller looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
@@ -141,10 +142,15 @@ impl Region {
             nofault: false,
             owner: self.current_is_owner(),
         };
-        let count = (last + 1 - idx)
-            .max(AHEAD_PAGES)
-            .min(PIN_BATCH)
-            .min(self.npages - idx);
+        let window = AHEAD_PAGES.min(self.npages - idx);
+        let count = if last + 1 - idx >= window {
+            last + 1 - idx
+        } else {
+            let table = self.table.lock();
+            let absent = |i: &usize| matches!(table.get(*i), Some(None));
+            (last + 1..idx + window).take_while(absent).count() + (last + 1 - idx)
+        }
+        .min(PIN_BATCH);
         let cause = PinCause::Access { until: last + 1 };
         let pinned = self.fill(&mm, idx, count, cause, mode);
         drop(mm);
