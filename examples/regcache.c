@@ -71,10 +71,10 @@ static struct ibv_mr *cache_get(struct cache_entry *cache, struct rdma_pair *p, 
 	return cache[free_slot].mr;
 }
 
-/* Does the MR with this key have VA semantics? (VAMR_IOC_MR_QUERY) */
-static int mr_is_va(uint32_t key)
+/* Does this MR have VA semantics? (VAMR_IOC_MR_QUERY by device index and lkey) */
+static int mr_is_va(const struct ibv_mr *mr)
 {
-	struct vamr_mr_query q = { .key = key };
+	struct vamr_mr_query q = vamr_mr_query_of(mr);
 	int fd = open("/dev/vamr", O_RDWR), ret;
 
 	if (fd < 0)
@@ -109,7 +109,7 @@ static int run(struct rdma_pair *p, unsigned int access, int iterations, struct 
 			fprintf(stderr, "regcache: ibv_reg_mr failed: %s\n", strerror(errno));
 			return -1;
 		}
-		if ((access & VAMR_ACCESS_VA) && !mr_is_va(mr->lkey))
+		if ((access & VAMR_ACCESS_VA) && !mr_is_va(mr))
 			*va_confirmed = 0;
 		pattern_fill(src, BUF_LEN, seed, 0);
 		ret = rdma_pair_write_sync(p, 1, src, src_mr->lkey, (uintptr_t)buf, mr->rkey,

@@ -2,121 +2,136 @@
 
 //! The in-kernel C API of `include/linux/vamr.h`, for RDMA drivers.
 //!
-//! Each function is a thin `extern "C"` shell over [`Region`]; `src/vamr_glue.c` exports them
+//! Each function is a thin `extern "C"` shell over [`crate::region::Region`]; `src/vamr_glue.c` exports them
 //! with `EXPORT_SYMBOL_GPL`. A `struct vamr_region *` handed to C is a [`Registration`] in a
 //! `KBox`: destroying it tears the region down. The contract of each function (context,
 //! errors, units) is documented in the header.
 //!
-//! Regions made through this API are also listed in [`DRIVER_REGIONS`], so that a process can
-//! ask (`VAMR_IOC_MR_QUERY`) whether its MR with a given key got VA semantics.
+//! A driver announces each RDMA device that offers VA MRs (`vamr_device_add()`, see
+//! [`crate::devices`]); regions it creates on a device (`vamr_region_create_on()`) are listed
+//! there under the driver's MR key, so that a process can ask (`VAMR_IOC_MR_QUERY`) whether
+//! its MR got VA semantics.
 
-use crate::region::{AtomicOp, Prefetch, Region, Registration};
+use crate::devices::Device;
+use crate::region::{AtomicOp, Prefetch, Registration};
 use crate::uapi;
-use core::ffi::c_void;
+use core::ffi::{c_char, c_void, CStr};
 use kernel::error::from_err_ptr;
-use kernel::mm::Mm;
 use kernel::prelude::*;
-use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
 
-/// Driver regions by cookie (the driver's MR key); a key may repeat across devices and
-/// processes, so each entry holds the (few) regions with that key.
-type Registry = RBTree<u64, KVec<Arc<Region>>>;
-
-kernel::sync::global_lock! {
-    // SAFETY: initialized by `init_registry` in module init, before `/dev/vamr` exists and
-    // before any symbol of the API can be called (consumers load after vamr.ko's init).
-    unsafe(uninit) static DRIVER_REGIONS: Mutex<Option<Registry>> = None;
+/// What a `struct vamr_region *` handed to C points to: the registration and, for a region
+/// created on a device, where it is listed.
+struct DriverRegion {
+    reg: Registration,
+    /// The device and key the region is listed under.
+    listed: Option<(Arc<Device>, u32)>,
 }
 
-/// Initializes [`DRIVER_REGIONS`]. Called once, from module init.
-pub(crate) fn init_registry() {
-    // SAFETY: called once, at module init, before any use of the lock.
-    unsafe { DRIVER_REGIONS.init() };
-}
-
-/// The driver region of `mm` whose cookie (a driver's MR key) is `key`, if any. `O(log n)`
-/// in the number of keys.
-///
-/// Lock rules of [`DRIVER_REGIONS`]: held only to add, remove or look up an entry; never taken
-/// by the invalidate path, so allocating under it is fine.
-pub(crate) fn find_driver_region(mm: &Mm, key: u32) -> Option<Arc<Region>> {
-    let guard = DRIVER_REGIONS.lock();
-    guard
-        .as_ref()?
-        .get(&u64::from(key))?
-        .iter()
-        .find(|r| r.is_of(mm))
-        .cloned()
-}
-
-/// Frees the table at module exit (every region is gone by then: consumers unload first).
-pub(crate) fn clear_registry() {
-    let old = DRIVER_REGIONS.lock().take();
-    drop(old);
-}
-
-/// Adds `region` to [`DRIVER_REGIONS`] under its cookie. Errors: `ENOMEM`.
-fn registry_add(region: Arc<Region>) -> Result {
-    let key = region.cookie();
-    let mut guard = DRIVER_REGIONS.lock();
-    let tree = guard.get_or_insert_with(RBTree::new);
-    if let Some(list) = tree.get_mut(&key) {
-        return list.push(region, GFP_KERNEL).map_err(Into::into);
-    }
-    let mut list = KVec::with_capacity(1, GFP_KERNEL)?;
-    list.push(region, GFP_KERNEL)?;
-    tree.try_create_and_insert(key, list, GFP_KERNEL)?;
-    Ok(())
-}
-
-/// Takes `region` out of [`DRIVER_REGIONS`]; returns the registry's reference to it.
-fn registry_remove(region: &Arc<Region>) -> Option<Arc<Region>> {
-    let key = region.cookie();
-    let mut guard = DRIVER_REGIONS.lock();
-    let tree = guard.as_mut()?;
-    let list = tree.get_mut(&key)?;
-    let i = list.iter().position(|r| Arc::ptr_eq(r, region))?;
-    let taken = list.remove(i).ok();
-    if list.is_empty() {
-        // The last region with this key: the entry goes.
-        drop(tree.remove_node(&key));
-    }
-    taken
-}
-
-/// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`Registration`].
+/// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`DriverRegion`].
 type RawRegion = *mut c_void;
+
+/// `struct vamr_device`, as seen from C: an opaque pointer from [`Arc::into_raw`] of a
+/// [`Device`].
+type RawDevice = *const c_void;
 
 /// Borrows the registration behind a C region pointer.
 ///
 /// # Safety
 ///
-/// `region` must come from [`vamr_region_create`] and not have been destroyed.
+/// `region` must come from [`vamr_region_create`] or [`vamr_region_create_on`] and not have
+/// been destroyed.
 unsafe fn registration<'a>(region: RawRegion) -> &'a Registration {
-    // SAFETY: per the contract, `region` is a live `KBox<Registration>` turned into a raw
-    // pointer by `vamr_region_create`.
-    unsafe { &*region.cast::<Registration>() }
+    // SAFETY: per the contract, `region` is a live `KBox<DriverRegion>` turned into a raw
+    // pointer by `create`.
+    unsafe { &(*region.cast::<DriverRegion>()).reg }
+}
+
+/// Registers a region of `current->mm` and lists it on `device` under `key` if given.
+fn create(
+    addr: usize,
+    len: usize,
+    access: u32,
+    cookie: u64,
+    device: Option<(Arc<Device>, u32)>,
+) -> Result<RawRegion> {
+    if access & !uapi::ACCESS_KNOWN != 0 {
+        return Err(EINVAL);
+    }
+    let current = kernel::current!();
+    let mm = current.mm().ok_or(EFAULT)?;
+    let write = access & uapi::ACCESS_WRITE != 0;
+    let access = crate::region::Access { write };
+    let reg = crate::region::Region::register(mm, addr, len, access, cookie, 0, None)?;
+    if let Some((dev, key)) = &device {
+        dev.insert(*key, reg.region())?;
+    }
+    let boxed = KBox::new(
+        DriverRegion {
+            reg,
+            listed: device,
+        },
+        GFP_KERNEL,
+    );
+    match boxed {
+        Ok(b) => Ok(KBox::into_raw(b).cast()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Announces an RDMA device that offers VA MRs; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_device_add(name: *const c_char, ib_index: u32, access_va: u64) -> RawDevice {
+    if name.is_null() {
+        return EINVAL.to_ptr();
+    }
+    // SAFETY: the caller passes a NUL-terminated string (the header's contract).
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    match Device::add(name, ib_index, access_va) {
+        Ok(dev) => Arc::into_raw(dev).cast(),
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// Takes a device back; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_device_remove(dev: RawDevice) {
+    if let Ok(p) = from_err_ptr(dev.cast_mut()) {
+        if !p.is_null() {
+            // SAFETY: `p` came from `Arc::into_raw` in `vamr_device_add`, and the caller gives
+            // up that reference (the header's contract).
+            let dev = unsafe { Arc::<Device>::from_raw(p.cast::<Device>()) };
+            Device::remove(&dev);
+        }
+    }
+}
+
+/// Registers a region on a device; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_create_on(
+    dev: RawDevice,
+    addr: usize,
+    len: usize,
+    access: u32,
+    key: u32,
+) -> RawRegion {
+    if dev.is_null() {
+        return EINVAL.to_ptr();
+    }
+    // SAFETY: `dev` came from `vamr_device_add` and was not removed (the header's contract):
+    // the reference it stands for is live, so borrowing it to make another is sound.
+    let dev: Arc<Device> =
+        unsafe { kernel::sync::ArcBorrow::<Device>::from_raw(dev.cast()) }.into();
+    match create(addr, len, access, u64::from(key), Some((dev, key))) {
+        Ok(p) => p,
+        Err(e) => e.to_ptr(),
+    }
 }
 
 /// Registers `[addr, addr + len)` of `current->mm`; see `include/linux/vamr.h`.
 #[no_mangle]
 extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32, cookie: u64) -> RawRegion {
-    let create = || -> Result<RawRegion> {
-        if access & !uapi::ACCESS_KNOWN != 0 {
-            return Err(EINVAL);
-        }
-        let current = kernel::current!();
-        let mm = current.mm().ok_or(EFAULT)?;
-        let write = access & uapi::ACCESS_WRITE != 0;
-        let access = crate::region::Access { write };
-        let reg = Region::register(mm, addr, len, access, cookie, 0, None)?;
-        let region = reg.region();
-        let boxed = KBox::new(reg, GFP_KERNEL)?;
-        registry_add(region)?;
-        Ok(KBox::into_raw(boxed).cast())
-    };
-    match create() {
+    match create(addr, len, access, cookie, None) {
         Ok(p) => p,
         Err(e) => e.to_ptr(),
     }
@@ -128,13 +143,14 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
     // The header's contract: `region` is live and the caller gives it up.
     if let Ok(p) = from_err_ptr(region) {
         if !p.is_null() {
-            // SAFETY: `p` came from `KBox::into_raw` in `vamr_region_create`, and the caller
-            // gives up its only reference; dropping the registration tears the region down.
-            let reg = unsafe { KBox::from_raw(p.cast::<Registration>()) };
-            let listed = registry_remove(&reg.region());
-            // Teardown sleeps: after the registry lock is released.
+            // SAFETY: `p` came from `KBox::into_raw` in `create`, and the caller gives up its
+            // only reference; dropping the registration tears the region down.
+            let dr = unsafe { KBox::from_raw(p.cast::<DriverRegion>()) };
+            let DriverRegion { reg, listed } = KBox::into_inner(dr);
+            let unlisted = listed.and_then(|(dev, key)| dev.erase(key, &reg.region()));
+            // Teardown sleeps: after the device's lock is released.
             drop(reg);
-            drop(listed);
+            drop(unlisted);
         }
     }
 }

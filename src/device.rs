@@ -101,6 +101,7 @@ impl MiscDevice for VamrFile {
             uapi::IOC_STATS => me.stats(user),
             uapi::IOC_EVENTS_OPEN => me.events_open(user),
             uapi::IOC_MR_QUERY => me.mr_query(user),
+            uapi::IOC_DEVICE => me.device_info(user),
             _ => Err(ENOTTY),
         }
     }
@@ -306,22 +307,34 @@ impl VamrFile {
         Ok(0)
     }
 
-    /// `VAMR_IOC_MR_QUERY`: a driver's VA-semantics MR of the caller's process, by key.
-    /// Errors: see `struct vamr_mr_query`.
+    /// `VAMR_IOC_MR_QUERY`: a driver's VA-semantics MR of the caller's process, by device and
+    /// key. Errors: see `struct vamr_mr_query`.
     fn mr_query(&self, user: UserSlice) -> Result<isize> {
         let (mut reader, mut writer) = user.reader_writer();
         let mut req: uapi::MrQuery = reader.read()?;
-        if req.flags != 0 {
+        if req.flags != 0 || req.reserved != 0 {
             return Err(EINVAL);
         }
         let current = kernel::current!();
         let mm = current.mm().ok_or(ENOENT)?;
-        let region = crate::api::find_driver_region(mm, req.key).ok_or(ENOENT)?;
+        let region = crate::devices::find_region(req.ib_index, req.key, mm).ok_or(ENOENT)?;
         let (addr, len) = region.range();
         req.addr = addr as u64;
         req.len = len as u64;
         req.counters = region.stats.snapshot();
         writer.write(&req)?;
+        Ok(0)
+    }
+
+    /// `VAMR_IOC_DEVICE`: the RDMA devices that offer VA MRs. Errors: see
+    /// `struct vamr_device_info`.
+    fn device_info(&self, user: UserSlice) -> Result<isize> {
+        let (mut reader, mut writer) = user.reader_writer();
+        let req: uapi::DeviceInfo = reader.read()?;
+        if req.flags != 0 {
+            return Err(EINVAL);
+        }
+        writer.write(&crate::devices::info(req.pos)?)?;
         Ok(0)
     }
 

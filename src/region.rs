@@ -468,11 +468,6 @@ impl Region {
         (self.addr, self.len)
     }
 
-    /// The cookie given at registration.
-    pub(crate) fn cookie(&self) -> u64 {
-        self.cookie
-    }
-
     /// Whether the region belongs to the address space `mm`.
     pub(crate) fn is_of(&self, mm: &Mm) -> bool {
         core::ptr::eq(self.mm.as_raw(), mm.as_raw())

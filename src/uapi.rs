@@ -13,7 +13,7 @@ use kernel::prelude::*;
 use kernel::transmute::{AsBytes, FromBytes};
 
 /// ABI version reported by `VAMR_IOC_QUERY`; bumped on an incompatible change.
-pub(crate) const ABI_VERSION: u32 = 2;
+pub(crate) const ABI_VERSION: u32 = 3;
 
 /// ioctl type byte (unassigned in `Documentation/userspace-api/ioctl/ioctl-number.rst`).
 pub(crate) const IOCTL_TYPE: u32 = 0xBB;
@@ -28,9 +28,18 @@ pub(crate) const FEATURE_PREFETCH: u64 = 1 << 2;
 pub(crate) const FEATURE_EVENTS: u64 = 1 << 3;
 /// `VAMR_FEATURE_MR_QUERY`: `VAMR_IOC_MR_QUERY`.
 pub(crate) const FEATURE_MR_QUERY: u64 = 1 << 4;
+/// `VAMR_FEATURE_DEVICES`: `VAMR_IOC_DEVICE`.
+pub(crate) const FEATURE_DEVICES: u64 = 1 << 5;
 /// Every feature bit this version of the ABI defines (`VAMR_FEATURES_KNOWN`).
-pub(crate) const FEATURES_KNOWN: u64 =
-    FEATURE_REGIONS | FEATURE_ATOMICS | FEATURE_PREFETCH | FEATURE_EVENTS | FEATURE_MR_QUERY;
+pub(crate) const FEATURES_KNOWN: u64 = FEATURE_REGIONS
+    | FEATURE_ATOMICS
+    | FEATURE_PREFETCH
+    | FEATURE_EVENTS
+    | FEATURE_MR_QUERY
+    | FEATURE_DEVICES;
+
+/// `VAMR_DEVICE_NAME_MAX`: bytes of `struct vamr_device_info.name`, NUL included.
+pub(crate) const DEVICE_NAME_MAX: usize = 64;
 
 /// `VAMR_ACCESS_READ`.
 pub(crate) const ACCESS_READ: u32 = 1 << 0;
@@ -124,7 +133,25 @@ abi_struct! {
     /// `struct vamr_events_open`.
     EventsOpen { flags: u32, fd: i32 }
     /// `struct vamr_mr_query`.
-    MrQuery { key: u32, flags: u32, addr: u64, len: u64, counters: Counters }
+    MrQuery {
+        key: u32,
+        flags: u32,
+        ib_index: u32,
+        reserved: u32,
+        addr: u64,
+        len: u64,
+        counters: Counters,
+    }
+    /// `struct vamr_device_info` (`name` as two halves: `Default` exists for arrays of at
+    /// most 32 elements).
+    DeviceInfo {
+        pos: u32,
+        flags: u32,
+        ib_index: u32,
+        reserved: u32,
+        access_va: u64,
+        name: [[u8; DEVICE_NAME_MAX / 2]; 2],
+    }
 }
 
 /// `VAMR_IOC_QUERY`.
@@ -145,6 +172,17 @@ pub(crate) const IOC_STATS: u32 = _IOWR::<Stats>(IOCTL_TYPE, 0x06);
 pub(crate) const IOC_EVENTS_OPEN: u32 = _IOWR::<EventsOpen>(IOCTL_TYPE, 0x07);
 /// `VAMR_IOC_MR_QUERY`.
 pub(crate) const IOC_MR_QUERY: u32 = _IOWR::<MrQuery>(IOCTL_TYPE, 0x08);
+/// `VAMR_IOC_DEVICE`.
+pub(crate) const IOC_DEVICE: u32 = _IOWR::<DeviceInfo>(IOCTL_TYPE, 0x09);
+
+impl DeviceInfo {
+    /// Sets `name` from a NUL-terminated array of [`DEVICE_NAME_MAX`] bytes.
+    pub(crate) fn set_name(&mut self, name: &[u8; DEVICE_NAME_MAX]) {
+        let (a, b) = name.split_at(DEVICE_NAME_MAX / 2);
+        self.name[0].copy_from_slice(a);
+        self.name[1].copy_from_slice(b);
+    }
+}
 
 impl Query {
     /// Answers a `VAMR_IOC_QUERY` request.
@@ -177,9 +215,9 @@ mod tests {
         static vamr_c_features_known: u64;
         static vamr_c_access_known: u32;
         static vamr_c_event_count: u32;
-        static vamr_c_ioc: [u32; 9];
-        static vamr_c_sizes: [u32; 11];
-        static vamr_c_offsets: [u32; 6];
+        static vamr_c_ioc: [u32; 10];
+        static vamr_c_sizes: [u32; 12];
+        static vamr_c_offsets: [u32; 8];
     }
 
     #[test]
@@ -211,6 +249,7 @@ mod tests {
             IOC_STATS,
             IOC_EVENTS_OPEN,
             IOC_MR_QUERY,
+            IOC_DEVICE,
         ];
         assert_eq!(ioc, rust_ioc);
         let rust_sizes = [
@@ -225,6 +264,7 @@ mod tests {
             size_of::<Event>(),
             size_of::<EventsOpen>(),
             size_of::<MrQuery>(),
+            size_of::<DeviceInfo>(),
         ];
         for (c, r) in sizes.iter().zip(rust_sizes.iter()) {
             assert_eq!(*c as usize, *r);
@@ -236,6 +276,8 @@ mod tests {
             offset_of!(Atomic, result),
             offset_of!(Stats, counters),
             offset_of!(Counters, bytes_written),
+            offset_of!(MrQuery, addr),
+            offset_of!(DeviceInfo, name),
         ];
         for (c, r) in offsets.iter().zip(rust_offsets.iter()) {
             assert_eq!(*c as usize, *r);

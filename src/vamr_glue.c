@@ -19,26 +19,28 @@ const u32 vamr_c_abi_version = VAMR_ABI_VERSION;
 const u64 vamr_c_features_known = VAMR_FEATURES_KNOWN;
 const u32 vamr_c_access_known = VAMR_ACCESS_KNOWN;
 const u32 vamr_c_event_count = VAMR_EVENT_COUNT;
-const u32 vamr_c_ioc[9] = {
+const u32 vamr_c_ioc[10] = {
 	VAMR_IOC_QUERY, VAMR_IOC_REGISTER, VAMR_IOC_UNREGISTER, VAMR_IOC_ACCESS,
 	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS, VAMR_IOC_EVENTS_OPEN,
-	VAMR_IOC_MR_QUERY,
+	VAMR_IOC_MR_QUERY, VAMR_IOC_DEVICE,
 };
-const u32 vamr_c_sizes[11] = {
+const u32 vamr_c_sizes[12] = {
 	sizeof(struct vamr_query), sizeof(struct vamr_register),
 	sizeof(struct vamr_handle_arg), sizeof(struct vamr_access),
 	sizeof(struct vamr_atomic), sizeof(struct vamr_prefetch),
 	sizeof(struct vamr_stats), sizeof(struct vamr_counters),
 	sizeof(struct vamr_event), sizeof(struct vamr_events_open),
-	sizeof(struct vamr_mr_query),
+	sizeof(struct vamr_mr_query), sizeof(struct vamr_device_info),
 };
-const u32 vamr_c_offsets[6] = {
+const u32 vamr_c_offsets[8] = {
 	offsetof(struct vamr_query, features),
 	offsetof(struct vamr_register, handle),
 	offsetof(struct vamr_access, handle),
 	offsetof(struct vamr_atomic, result),
 	offsetof(struct vamr_stats, counters),
 	offsetof(struct vamr_counters, bytes_written),
+	offsetof(struct vamr_mr_query, addr),
+	offsetof(struct vamr_device_info, name),
 };
 
 /* The ABI must not depend on the user-space word size: no implicit padding. */
@@ -49,6 +51,8 @@ static_assert(sizeof(struct vamr_atomic) == 40);
 static_assert(sizeof(struct vamr_prefetch) == 32);
 static_assert(sizeof(struct vamr_stats) == 16 + 8 * (12 + VAMR_EVENT_COUNT));
 static_assert(sizeof(struct vamr_event) == 40);
+static_assert(sizeof(struct vamr_device_info) == 24 + VAMR_DEVICE_NAME_MAX);
+static_assert(offsetof(struct vamr_mr_query, addr) == 16);
 
 /* The uverbs extension bit must stay in the optional access range. */
 #include <rdma/ib_user_ioctl_verbs.h>
@@ -317,7 +321,10 @@ void vamr_events_discard(int fd, struct file *file)
 #include <linux/export.h>
 #include <linux/vamr.h>
 
+EXPORT_SYMBOL_GPL(vamr_device_add);
+EXPORT_SYMBOL_GPL(vamr_device_remove);
 EXPORT_SYMBOL_GPL(vamr_region_create);
+EXPORT_SYMBOL_GPL(vamr_region_create_on);
 EXPORT_SYMBOL_GPL(vamr_region_destroy);
 EXPORT_SYMBOL_GPL(vamr_region_read);
 EXPORT_SYMBOL_GPL(vamr_region_write);

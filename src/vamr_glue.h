@@ -48,8 +48,8 @@ extern const u32 vamr_c_abi_version;
 extern const u64 vamr_c_features_known;
 extern const u32 vamr_c_access_known;
 extern const u32 vamr_c_event_count;
-extern const u32 vamr_c_ioc[9];
-extern const u32 vamr_c_sizes[11];
-extern const u32 vamr_c_offsets[6];
+extern const u32 vamr_c_ioc[10];
+extern const u32 vamr_c_sizes[12];
+extern const u32 vamr_c_offsets[8];
 
 #endif /* _VAMR_GLUE_H */

@@ -15,6 +15,7 @@ use kernel::workqueue::Queue;
 
 mod api;
 mod device;
+mod devices;
 mod events;
 mod mm_state;
 mod notifier;
@@ -107,7 +108,7 @@ struct Globals;
 
 impl Drop for Globals {
     fn drop(&mut self) {
-        api::clear_registry();
+        devices::clear();
         mm_state::clear();
     }
 }
@@ -126,7 +127,7 @@ struct VamrModule {
 impl kernel::InPlaceModule for VamrModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
-        api::init_registry();
+        devices::init();
         mm_state::init();
         try_pin_init!(Self {
             _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,

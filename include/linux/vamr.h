@@ -25,14 +25,62 @@
 #include <uapi/misc/vamr.h>
 
 struct vamr_region;
+struct vamr_device;
+
+/**
+ * vamr_device_add - announce an RDMA device that offers MRs with VA semantics
+ * @name: the device's name (struct ib_device's), NUL-terminated; at most
+ *        VAMR_DEVICE_NAME_MAX - 1 bytes are kept.
+ * @ib_index: struct ib_device.index, the device's stable identifier.
+ * @access_va: the MR access flag (ibv_reg_mr()) that asks this device for VA
+ *             semantics (rdma_rxe: VAMR_ACCESS_VA).
+ *
+ * From then on VAMR_IOC_DEVICE lists the device, so that programs can check
+ * before they register, and VAMR_IOC_MR_QUERY finds the regions the driver
+ * creates on it with vamr_region_create_on(). Call after ib_register_device()
+ * (which sets the index). Process context; sleeps.
+ *
+ * Return: a handle for vamr_region_create_on() and vamr_device_remove(), or
+ * ERR_PTR(-EINVAL) (NULL or empty name, @access_va 0), ERR_PTR(-EEXIST)
+ * (@ib_index announced already), ERR_PTR(-ENOMEM).
+ */
+struct vamr_device *vamr_device_add(const char *name, u32 ib_index, u64 access_va);
+
+/**
+ * vamr_device_remove - take a device's announcement back
+ * @dev: from vamr_device_add(); not used again by the caller. NULL and error
+ *       pointers are ignored.
+ *
+ * The device is no longer listed. Destroy its regions first (they stay valid
+ * until destroyed, but can no longer be found by VAMR_IOC_MR_QUERY).
+ * Process context; sleeps.
+ */
+void vamr_device_remove(struct vamr_device *dev);
+
+/**
+ * vamr_region_create_on - vamr_region_create() for an MR of an announced device
+ * @dev: from vamr_device_add().
+ * @addr, @len, @access: as for vamr_region_create().
+ * @key: the MR's key on @dev (rdma_rxe: the lkey), unique among the device's
+ *       live regions; the cookie of the region is @key.
+ *
+ * As vamr_region_create(), and lists the region on @dev under @key, so that
+ * the owning process finds it with VAMR_IOC_MR_QUERY (@dev's index and @key).
+ *
+ * Return: as vamr_region_create(), and ERR_PTR(-EINVAL) for a NULL @dev,
+ * ERR_PTR(-EEXIST) when @key is listed on @dev already.
+ */
+struct vamr_region *vamr_region_create_on(struct vamr_device *dev, unsigned long addr,
+					  size_t len, u32 access, u32 key);
 
 /**
  * vamr_region_create - register [addr, addr + len) of current->mm
  * @addr: first byte, any alignment.
  * @len: bytes, > 0.
  * @access: VAMR_ACCESS_* (VAMR_ACCESS_WRITE: pin for writing, FOLL_WRITE).
- * @cookie: the driver's key for the region (rdma_rxe: the MR's lkey), by which
- *          the owning process finds it with VAMR_IOC_MR_QUERY.
+ * @cookie: the driver's value for the region, reported in its events. A
+ *          region made this way is not listed on any device: use
+ *          vamr_region_create_on() for MRs that VAMR_IOC_MR_QUERY must find.
  *
  * Pins what is mapped now (holes stay absent), charges the covering pages to
  * current->mm->pinned_vm against RLIMIT_MEMLOCK unless CAP_IPC_LOCK (as

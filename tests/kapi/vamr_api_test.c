@@ -6,7 +6,9 @@
  * region with kernel buffers.
  *
  * /dev/vamr_api_test, one region per open file:
- *   VAMR_API_TEST_CREATE   {addr, len, access}      vamr_region_create()
+ *   VAMR_API_TEST_CREATE   {addr, len, access, compare}
+ *                          vamr_region_create_on() of the module's device
+ *                          (VAMR_API_TEST_IB_INDEX), key = compare
  *   VAMR_API_TEST_READ     {addr, len, buf}         vamr_region_read() into a
  *                                                   kernel buffer, then to buf
  *   VAMR_API_TEST_WRITE    {addr, len, buf}         buf to a kernel buffer, then
@@ -28,6 +30,9 @@
 #include <linux/vamr.h>
 
 #include "vamr_api_test.h"
+
+/* This module's announcement as an RDMA device offering VA MRs. */
+static struct vamr_device *api_test_vamr_dev;
 
 struct api_test_file {
 	/*
@@ -113,7 +118,8 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 			ret = -EBUSY;
 			break;
 		}
-		r = vamr_region_create(a.addr, a.len, a.access, a.compare);
+		r = vamr_region_create_on(api_test_vamr_dev, a.addr, a.len, a.access,
+					  (u32)a.compare);
 		if (IS_ERR(r))
 			ret = PTR_ERR(r);
 		else
@@ -171,6 +177,27 @@ static struct miscdevice api_test_dev = {
 	.fops = &api_test_fops,
 };
 
-module_misc_device(api_test_dev);
+static int __init api_test_init(void)
+{
+	int ret;
+
+	api_test_vamr_dev = vamr_device_add("vamr_api_test", VAMR_API_TEST_IB_INDEX,
+					    VAMR_API_TEST_ACCESS_VA);
+	if (IS_ERR(api_test_vamr_dev))
+		return PTR_ERR(api_test_vamr_dev);
+	ret = misc_register(&api_test_dev);
+	if (ret)
+		vamr_device_remove(api_test_vamr_dev);
+	return ret;
+}
+
+static void __exit api_test_exit(void)
+{
+	misc_deregister(&api_test_dev);
+	vamr_device_remove(api_test_vamr_dev);
+}
+
+module_init(api_test_init);
+module_exit(api_test_exit);
 MODULE_DESCRIPTION("Test consumer of the vamr in-kernel API");
 MODULE_LICENSE("GPL");

@@ -17,6 +17,14 @@ struct vamr_api_test_arg {
 	__u32 op;
 };
 
+/*
+ * The module announces itself to vamr as an RDMA device with this index (far
+ * above any real one) and regions are created on it with the key given in
+ * CREATE's compare field, so that VAMR_IOC_MR_QUERY finds them.
+ */
+#define VAMR_API_TEST_IB_INDEX 0x7ffffff0u
+#define VAMR_API_TEST_ACCESS_VA (1u << 29)
+
 #define VAMR_API_TEST_CREATE _IOW('v', 0xe0, struct vamr_api_test_arg)
 #define VAMR_API_TEST_DESTROY _IO('v', 0xe1)
 #define VAMR_API_TEST_READ _IOW('v', 0xe2, struct vamr_api_test_arg)

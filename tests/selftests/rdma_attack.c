@@ -92,7 +92,7 @@ FIXTURE_TEARDOWN(attack)
 
 static uint64_t mr_fault_requests(int vfd, struct ibv_mr *mr)
 {
-	struct vamr_mr_query q = { .key = mr->lkey };
+	struct vamr_mr_query q = vamr_mr_query_of(mr);
 
 	return vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q) ? (uint64_t)-1 : q.counters.fault_requests;
 }

@@ -439,7 +439,7 @@ TEST_F(comp_race, va_mr_remap_stream)
 	ASSERT_EQ(0, rdma_pair_reg_mr(&self->pair, r.target, B_LEN,
 				      ACC_REMOTE | VAMR_ACCESS_VA, &mr));
 	fd = vamr_open();
-	q.key = mr->lkey;
+	q = vamr_mr_query_of(mr);
 	if (fd < 0 || vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q)) {
 		if (fd >= 0)
 			close(fd);

@@ -494,6 +494,7 @@ static struct {
 	unsigned int key_pos;
 	int nnodes;
 	bool have_rdma, va_supported;
+	uint32_t ib_index;	/* rxe's device index, for MR_QUERY */
 	int soft_offlined;
 	struct thr thr[MAX_THREADS];
 	int nthr;
@@ -1562,15 +1563,18 @@ static void op_mr_query(struct thr *t)
 		q.key = __atomic_load_n(&G.keys[below(r, NR_KEYS)], __ATOMIC_RELAXED);
 	else
 		q.key = (uint32_t)rnd(r);
+	q.ib_index = chance(r, 90) ? G.ib_index : (uint32_t)rnd(r);
 	if (chance(r, 8))
 		q.flags = (uint32_t)rnd(r) | 1;
+	if (chance(r, 4))
+		q.reserved = (uint32_t)rnd(r) | 1;
 	ret = ioc_at(t, G.vfd[below(r, NR_VFDS)], VAMR_IOC_MR_QUERY, &q, sizeof(q), loc, &back);
 	op_result(K_ioc_mr_query, ret);
 	if (!ioc_check(K_ioc_mr_query, "MR_QUERY", loc, true, ret, ERR_MRQUERY))
 		return;
-	if (q.flags && ret != EINVAL)
-		violation(K_ioc_mr_query, "MR_QUERY with flags %#x: %s, expected EINVAL", q.flags,
-			  ename(ret));
+	if ((q.flags || q.reserved) && ret != EINVAL)
+		violation(K_ioc_mr_query, "MR_QUERY with flags %#x reserved %#x: %s, expected EINVAL",
+			  q.flags, q.reserved, ename(ret));
 	else if (!ret && back && (!q.len || q.counters.regions != 1))
 		violation(K_ioc_mr_query, "MR_QUERY of key %#x: len %llu regions %llu", q.key,
 			  (unsigned long long)q.len, (unsigned long long)q.counters.regions);
@@ -1579,7 +1583,7 @@ static void op_mr_query(struct thr *t)
 static const unsigned long known_cmds[] = {
 	VAMR_IOC_QUERY, VAMR_IOC_REGISTER, VAMR_IOC_UNREGISTER, VAMR_IOC_ACCESS,
 	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS, VAMR_IOC_EVENTS_OPEN,
-	VAMR_IOC_MR_QUERY,
+	VAMR_IOC_MR_QUERY, VAMR_IOC_DEVICE,
 };
 
 #define NR_KNOWN_CMDS ARRAY_SIZE(known_cmds)
@@ -2029,6 +2033,7 @@ static int mr_query_key(uint32_t key, struct vamr_mr_query *q)
 {
 	memset(q, 0, sizeof(*q));
 	q->key = key;
+	q->ib_index = G.ib_index;
 	return vamr_ioctl(G.vfd[0], VAMR_IOC_MR_QUERY, q);
 }
 
@@ -3692,6 +3697,7 @@ int main(int argc, char **argv)
 			struct vamr_mr_query q;
 
 			G.have_rdma = true;
+			G.ib_index = (uint32_t)ibv_get_device_index(p.ctx->device);
 			if (b != MAP_FAILED &&
 			    !rdma_pair_reg_mr(&p, b, PAGE, ACC_ALL | VAMR_ACCESS_VA, &mr)) {
 				G.va_supported = !mr_query_key(mr->lkey, &q);

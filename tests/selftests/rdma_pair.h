@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
+#include "../../include/uapi/misc/vamr.h"
 
 #define RDMA_PAIR_DEFAULT_DEV		"rxe0"
 #define RDMA_PAIR_ENV_DEV		"VAMR_IBDEV"
@@ -206,5 +207,17 @@ int rdma_pair_wait_qp_state(struct rdma_pair *p, int side,
  * late provider-side error transition races with it.  Returns 0 or -errno.
  */
 int rdma_pair_recover(struct rdma_pair *p);
+
+/*
+ * The VAMR_IOC_MR_QUERY request for @mr: its lkey on its device, named by the
+ * kernel's device index (ibv_get_device_index()).
+ */
+static inline struct vamr_mr_query vamr_mr_query_of(const struct ibv_mr *mr)
+{
+	return (struct vamr_mr_query){
+		.key = mr->lkey,
+		.ib_index = (uint32_t)ibv_get_device_index(mr->context->device),
+	};
+}
 
 #endif /* VAMR_SELFTEST_RDMA_PAIR_H */

@@ -367,7 +367,7 @@ static int reg_target(struct __test_metadata *_metadata, FIXTURE_DATA(special) *
 	rc = rdma_pair_reg_mr(&self->pair, addr, len,
 			      (variant->write ? ACC_RW : ACC_RO) | VAMR_ACCESS_VA, &self->mr);
 	if (!rc) {
-		struct vamr_mr_query q = { .key = self->mr->lkey };
+		struct vamr_mr_query q = vamr_mr_query_of(self->mr);
 
 		/* A normal MR here would make the whole row meaningless. */
 		EXPECT_EQ(0, vamr_ioctl(self->vfd, VAMR_IOC_MR_QUERY, &q))
@@ -1062,6 +1062,63 @@ TEST_F(special, mprotect_ro_after_reg)
 	CHECK(&r, COL_WRITE | COL_ATOMIC, pattern_check(a, len, 100, 0) == PATTERN_OK,
 	      "the read-only memory changed");
 	row_done(variant, &r);
+}
+
+/*
+ * Discovery before registration: the patched rxe announces its device to vamr
+ * (VAMR_IOC_DEVICE, by kernel device index and name, with the access flag)
+ * and in sysfs (vamr_access), and VAMR_IOC_MR_QUERY finds a VA MR by that
+ * index and its lkey, and by nothing else.
+ */
+TEST(rxe_device_announced)
+{
+	char path[256], text[32] = { 0 };
+	struct rdma_pair p;
+	struct vamr_device_info d;
+	struct vamr_mr_query q;
+	struct ibv_mr *mr = NULL;
+	uint8_t *a;
+	int vfd, idx, fd, found = 0;
+	const char *name;
+
+	if (rdma_pair_open(&p, NULL))
+		SKIP(return, "no RDMA device");
+	vfd = vamr_open();
+	ASSERT_LE(0, vfd);
+	name = ibv_get_device_name(p.ctx->device);
+	idx = ibv_get_device_index(p.ctx->device);
+	ASSERT_LE(0, idx);
+	for (d = (struct vamr_device_info){ 0 }; !vamr_ioctl(vfd, VAMR_IOC_DEVICE, &d); d.pos++) {
+		if (d.ib_index != (uint32_t)idx)
+			continue;
+		found++;
+		EXPECT_STREQ(name, d.name);
+		EXPECT_EQ(VAMR_ACCESS_VA, d.access_va);
+		d = (struct vamr_device_info){ .pos = d.pos };
+	}
+	EXPECT_EQ(1, found);
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/vamr_access", name);
+	fd = open(path, O_RDONLY);
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", path, strerror(errno));
+	ASSERT_LT(0, read(fd, text, sizeof(text) - 1));
+	close(fd);
+	EXPECT_EQ(VAMR_ACCESS_VA, strtoul(text, NULL, 0)) TH_LOG("vamr_access: %s", text);
+	a = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_EQ(0, rdma_pair_reg_mr(&p, a, PAGE, IBV_ACCESS_LOCAL_WRITE | VAMR_ACCESS_VA, &mr));
+	q = vamr_mr_query_of(mr);
+	EXPECT_EQ((uint32_t)idx, q.ib_index);
+	ASSERT_EQ(0, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	EXPECT_EQ((uintptr_t)a, q.addr);
+	q = vamr_mr_query_of(mr);
+	q.ib_index = idx + 1;
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	q = vamr_mr_query_of(mr);
+	ibv_dereg_mr(mr);
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	close(vfd);
+	rdma_pair_close(&p);
+	munmap(a, PAGE);
 }
 
 TEST_HARNESS_MAIN

@@ -642,7 +642,7 @@ TEST_F(rdma_va, mr_query)
 	ASSERT_LE(0, fd);
 	mr = reg_target(self, variant, a + 1, len - 1);
 	ASSERT_NE(NULL, mr);
-	q.key = mr->lkey;
+	q = vamr_mr_query_of(mr);
 	ret = vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q);
 	if (variant->mode == VA) {
 		ASSERT_EQ(0, ret);
@@ -729,7 +729,7 @@ TEST_F(rdma_va, advise_prefetch)
 	ASSERT_EQ(0, munmap(a, len));
 	ASSERT_EQ(0, remap_fixed(a, len));
 	memset(a, 0, len);
-	q0.key = q1.key = q2.key = mr->lkey;
+	q0 = q1 = q2 = vamr_mr_query_of(mr);
 	ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q0));
 	EXPECT_EQ(0u, q0.counters.pages_pinned);
 	sge = (struct ibv_sge){ .addr = (uintptr_t)a, .length = len, .lkey = mr->lkey };
@@ -786,7 +786,7 @@ TEST_F(rdma_va, advise_flags)
 	EXPECT_EQ(0, ret) TH_LOG("NO_FAULT advice: %s", strerror(ret));
 	EXPECT_EQ(0, resident_pages(a, len)) TH_LOG("%s: NO_FAULT faulted pages in", variant->name);
 	if (variant->mode == VA) {
-		q.key = mr->lkey;
+		q = vamr_mr_query_of(mr);
 		ASSERT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
 		EXPECT_EQ(0u, q.counters.pages_pinned);
 	}
@@ -829,13 +829,13 @@ TEST_F(rdma_va, advise_flags)
 /* MR counters by key (VA mode), after the verify pass settled (100 ms without change). */
 static struct vamr_counters mr_settled(int fd, struct ibv_mr *mr)
 {
-	struct vamr_mr_query q = { .key = mr->lkey }, r;
+	struct vamr_mr_query q = vamr_mr_query_of(mr), r;
 	int quiet = 0, i;
 
 	vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q);
 	for (i = 0; i < 3000 && quiet < 100; i++) {
 		usleep(1000);
-		r = (struct vamr_mr_query){ .key = mr->lkey };
+		r = vamr_mr_query_of(mr);
 		vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &r);
 		quiet = r.counters.pins_kept == q.counters.pins_kept &&
 			r.counters.pages_unpinned == q.counters.pages_unpinned &&

@@ -116,7 +116,7 @@ TEST_F(api, mr_query_by_key)
 {
 	uint8_t *a = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct vamr_api_test_arg x = { .len = PAGE + 7, .access = RW, .compare = 0xabcd12 };
-	struct vamr_mr_query q = { .key = 0xabcd12 };
+	struct vamr_mr_query q = { .key = 0xabcd12, .ib_index = VAMR_API_TEST_IB_INDEX };
 	int vfd = vamr_open();
 
 	ASSERT_NE(MAP_FAILED, a);
@@ -131,9 +131,17 @@ TEST_F(api, mr_query_by_key)
 	q.key = 0xabcd13;
 	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
 	q.key = 0xabcd12;
+	/* The same key on another device is another MR: the same answer as a missing key. */
+	q.ib_index = VAMR_API_TEST_IB_INDEX + 1;
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	q.ib_index = VAMR_API_TEST_IB_INDEX;
 	q.flags = 1;
 	EXPECT_EQ(-EINVAL, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
 	q.flags = 0;
+	q.reserved = 1;
+	EXPECT_EQ(-EINVAL, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	q.reserved = 0;
+	ASSERT_EQ(0, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
 	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
 	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
 	close(vfd);
@@ -373,6 +381,41 @@ TEST_F(api, copies_on_all_cpus_race_remaps)
 	EXPECT_LE(10ul * n, checked);
 	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
 	munmap(h.a, len);
+}
+
+/* VAMR_IOC_DEVICE lists the devices drivers announced, this module's among them. */
+TEST_F(api, device_listed_before_registration)
+{
+	struct vamr_device_info d = { 0 };
+	int vfd = vamr_open(), found = -1;
+	struct vamr_query q = { 0 };
+
+	ASSERT_LE(0, vfd);
+	ASSERT_EQ(0, vamr_ioctl(vfd, VAMR_IOC_QUERY, &q));
+	ASSERT_NE(0ull, q.features & VAMR_FEATURE_DEVICES);
+	for (d.pos = 0; d.pos < 64; d.pos++) {
+		struct vamr_device_info e = { .pos = d.pos };
+		int ret = vamr_ioctl(vfd, VAMR_IOC_DEVICE, &e);
+
+		if (ret == -ENOENT)
+			break;
+		ASSERT_EQ(0, ret);
+		EXPECT_EQ(d.pos, e.pos);
+		EXPECT_EQ(0u, e.reserved);
+		EXPECT_EQ(0, e.name[VAMR_DEVICE_NAME_MAX - 1]);
+		if (e.ib_index == VAMR_API_TEST_IB_INDEX) {
+			found = d.pos;
+			EXPECT_STREQ("vamr_api_test", e.name);
+			EXPECT_EQ(VAMR_API_TEST_ACCESS_VA, e.access_va);
+		}
+	}
+	EXPECT_LE(0, found);
+	/* Past the end, and bad flags. */
+	d = (struct vamr_device_info){ .pos = 1000 };
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_DEVICE, &d));
+	d = (struct vamr_device_info){ .pos = 0, .flags = 1 };
+	EXPECT_EQ(-EINVAL, vamr_ioctl(vfd, VAMR_IOC_DEVICE, &d));
+	close(vfd);
 }
 
 /* Bad input gets the documented errno; a region left at close is released. */

@@ -15,7 +15,7 @@
 #include <linux/types.h>
 
 /* ABI version reported by VAMR_IOC_QUERY; bumped on incompatible change. */
-#define VAMR_ABI_VERSION 2
+#define VAMR_ABI_VERSION 3
 
 /* ioctl type byte; unassigned in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define VAMR_IOCTL_TYPE 0xBB
@@ -54,18 +54,23 @@ struct vamr_query {
 
 /* VAMR_IOC_MR_QUERY: find a driver's VA-semantics MR by key. */
 #define VAMR_FEATURE_MR_QUERY (1ULL << 4)
+/* VAMR_IOC_DEVICE: the RDMA devices that offer VA MRs, before registering. */
+#define VAMR_FEATURE_DEVICES (1ULL << 5)
 
 /* Mask of every feature bit this header defines. */
 #define VAMR_FEATURES_KNOWN \
 	(VAMR_FEATURE_REGIONS | VAMR_FEATURE_ATOMICS | VAMR_FEATURE_PREFETCH | \
-	 VAMR_FEATURE_EVENTS | VAMR_FEATURE_MR_QUERY)
+	 VAMR_FEATURE_EVENTS | VAMR_FEATURE_MR_QUERY | VAMR_FEATURE_DEVICES)
 
 /*
  * MR access flag of the uverbs extension: ask ibv_reg_mr() for an MR with
  * virtual-address semantics. It lies in the uverbs optional access range
  * (IB_UVERBS_ACCESS_OPTIONAL_FIRST..LAST): libibverbs passes it through, the
  * core accepts it, and a driver that does not know it ignores it and makes a
- * normal MR. Use VAMR_IOC_MR_QUERY to learn which one you got.
+ * normal MR. Before registering, VAMR_IOC_DEVICE (or the device's sysfs
+ * attribute /sys/class/infiniband/<dev>/vamr_access, which rdma_rxe patched
+ * for vamr provides) tells whether a device honours it; after, use
+ * VAMR_IOC_MR_QUERY to learn which kind of MR you got.
  */
 #define VAMR_ACCESS_VA (1u << 29)
 
@@ -301,25 +306,61 @@ struct vamr_events_open {
 
 /**
  * struct vamr_mr_query - argument of VAMR_IOC_MR_QUERY
- * @key: in: the lkey (or rkey) of an MR of the calling process.
+ * @key: in: the lkey of an MR of the calling process.
  * @flags: in: must be 0.
+ * @ib_index: in: the RDMA device's index (struct vamr_device_info.ib_index;
+ *            ibv_query_device_ex() does not give it: read
+ *            /sys/class/infiniband/<dev>/... or list devices with
+ *            VAMR_IOC_DEVICE, which gives name and index together).
+ * @reserved: in: must be 0.
  * @addr: out: first byte of the MR's VA range.
  * @len: out: bytes.
  * @counters: out: the region's counters.
  *
- * Finds an MR with VA semantics that a driver registered through vamr
- * (rdma_rxe with VAMR_ACCESS_VA) in the caller's address space, by key.
- * Any /dev/vamr file can ask. If several devices registered one, the first
- * found is returned.
- * Errors: ENOENT (no VA-semantics MR with that key in this process: the MR
- * is a normal one, or the driver ignored VAMR_ACCESS_VA), EINVAL (flags).
+ * Finds the MR with VA semantics that device @ib_index registered through
+ * vamr under @key (rdma_rxe: the lkey) in the caller's address space. Any
+ * /dev/vamr file can ask; an MR of another process, a key of another device,
+ * a normal MR (a driver that ignored VAMR_ACCESS_VA) and a missing key all get
+ * the same answer. O(1) in the number of MRs.
+ * Errors: ENOENT (as just said), EINVAL (flags or reserved).
  */
 struct vamr_mr_query {
 	__u32 key;
 	__u32 flags;
+	__u32 ib_index;
+	__u32 reserved;
 	__u64 addr;
 	__u64 len;
 	struct vamr_counters counters;
+};
+
+/* Length of struct vamr_device_info.name, NUL included (IB_DEVICE_NAME_MAX). */
+#define VAMR_DEVICE_NAME_MAX 64
+
+/**
+ * struct vamr_device_info - argument of VAMR_IOC_DEVICE
+ * @pos: in: 0, 1, 2, ...: which device to describe, in the order the drivers
+ *       announced them.
+ * @flags: in: must be 0.
+ * @ib_index: out: the RDMA device's index (struct ib_device.index, as
+ *            `rdma dev` prints it before the name).
+ * @reserved: out: 0.
+ * @access_va: out: the ibv_reg_mr() access flag that asks this device for an
+ *             MR with VA semantics (VAMR_ACCESS_VA for rdma_rxe).
+ * @name: out: the device's name when the driver announced it, NUL-terminated
+ *        (a later rename is not seen; @ib_index is the stable identifier).
+ *
+ * Lists the RDMA devices whose driver offers VA MRs through vamr, so that a
+ * program can check before it registers. Readable by anyone who can open
+ * /dev/vamr. Errors: ENOENT (@pos past the last device), EINVAL (flags).
+ */
+struct vamr_device_info {
+	__u32 pos;
+	__u32 flags;
+	__u32 ib_index;
+	__u32 reserved;
+	__u64 access_va;
+	char name[VAMR_DEVICE_NAME_MAX];
 };
 
 #define VAMR_STATS_GLOBAL 0xffffffffu
@@ -353,5 +394,6 @@ struct vamr_stats {
 #define VAMR_IOC_STATS _IOWR(VAMR_IOCTL_TYPE, 0x06, struct vamr_stats)
 #define VAMR_IOC_EVENTS_OPEN _IOWR(VAMR_IOCTL_TYPE, 0x07, struct vamr_events_open)
 #define VAMR_IOC_MR_QUERY _IOWR(VAMR_IOCTL_TYPE, 0x08, struct vamr_mr_query)
+#define VAMR_IOC_DEVICE _IOWR(VAMR_IOCTL_TYPE, 0x09, struct vamr_device_info)
 
 #endif /* _UAPI_MISC_VAMR_H */
