@@ -1121,4 +1121,73 @@ TEST(rxe_device_announced)
 	munmap(a, PAGE);
 }
 
+/*
+ * Observability: `rdma res show mr -dd` shows the driver attribute va (on for
+ * a VA MR, off for a normal one) and a VA MR's vamr counters, which follow
+ * what happens to the MR.
+ */
+static int rdma_res_mr_line(uint32_t lkey, char *line, size_t size)
+{
+	char want[32];
+	FILE *f = popen("rdma -dd res show mr 2>&1", "r");
+	int found = -1;
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), "lkey 0x%x ", lkey);
+	/* An MR's entry: its line, and the indented lines after it (driver attributes). */
+	while (fgets(line, size, f))
+		if (strstr(line, want)) {
+			size_t n = strlen(line);
+
+			found = 0;
+			while (n + 1 < size && fgets(line + n, size - n, f) && line[n] == ' ')
+				n += strlen(line + n);
+			line[n] = 0;
+			break;
+		}
+	while (fgetc(f) != EOF)
+		;
+	pclose(f);
+	return found;
+}
+
+TEST(rdma_res_shows_va_attributes)
+{
+	struct ibv_mr *va = NULL, *normal = NULL;
+	char line[1024];
+	struct rdma_pair p;
+	uint8_t *a;
+
+	if (rdma_pair_open(&p, NULL))
+		SKIP(return, "no RDMA device");
+	a = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, a);
+	memset(a, 1, 4 * PAGE);
+	ASSERT_EQ(0, rdma_pair_reg_mr(&p, a, 2 * PAGE, IBV_ACCESS_LOCAL_WRITE | VAMR_ACCESS_VA, &va));
+	ASSERT_EQ(0, rdma_pair_reg_mr(&p, a + 2 * PAGE, 2 * PAGE, IBV_ACCESS_LOCAL_WRITE, &normal));
+	ASSERT_EQ(0, rdma_res_mr_line(va->lkey, line, sizeof(line)));
+	EXPECT_NE(NULL, strstr(line, "va on")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "pages_pinned 2 ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "invalidations 0 ")) TH_LOG("%s", line);
+	/* One page released: one invalidation, and the verify pass drops its pin. */
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	for (int i = 0; i < 200; i++) {
+		ASSERT_EQ(0, rdma_res_mr_line(va->lkey, line, sizeof(line)));
+		if (strstr(line, "pages_pinned 1 "))
+			break;
+		usleep(10000);
+	}
+	EXPECT_NE(NULL, strstr(line, "pages_pinned 1 ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "invalidations 1 ")) TH_LOG("%s", line);
+	EXPECT_NE(NULL, strstr(line, "pages_unpinned 1 ")) TH_LOG("%s", line);
+	ASSERT_EQ(0, rdma_res_mr_line(normal->lkey, line, sizeof(line)));
+	EXPECT_NE(NULL, strstr(line, "va off")) TH_LOG("%s", line);
+	EXPECT_EQ(NULL, strstr(line, "pages_pinned")) TH_LOG("%s", line);
+	ibv_dereg_mr(va);
+	ibv_dereg_mr(normal);
+	rdma_pair_close(&p);
+	munmap(a, 4 * PAGE);
+}
+
 TEST_HARNESS_MAIN
