@@ -20,7 +20,7 @@
 use crate::events::EventQueue;
 use crate::mm_state::{MmSlot, MmState};
 use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
-use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage};
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -532,12 +532,21 @@ impl Region {
             None => true,
             Some(pin) => !pin.usable(mode.write),
         };
-        let table = self.table.lock();
-        let Some(i) = (idx..end).find(|&i| needs(&table[i])) else {
-            return Ok(None);
-        };
-        let j = (i..end).find(|&j| !needs(&table[j])).unwrap_or(end);
-        Ok(Some((i, j)))
+        // At most `TABLE_CHUNK` slots per hold of the table lock; the run found is cut at
+        // `PIN_BATCH` pages, the most one pin round takes.
+        let mut from = idx;
+        while from < end {
+            let to = end.min(from + TABLE_CHUNK);
+            let table = self.table.lock();
+            if let Some(i) = (from..to).find(|&i| needs(&table[i])) {
+                let cut = end.min(i + PIN_BATCH);
+                let j = (i..cut).find(|&j| !needs(&table[j])).unwrap_or(cut);
+                return Ok(Some((i, j)));
+            }
+            drop(table);
+            from = to;
+        }
+        Ok(None)
     }
 
     /// Pins the pages of `[first, first + count)` that `mode` needs (absent ones, and read pins
@@ -727,11 +736,20 @@ impl Region {
             return Ok(pinned);
         }
         let slots = self.pages.lock();
-        let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
-        if slots.dead || !self.table.lock()[a..b].iter().any(usable) {
+        if slots.dead {
             return Err(EFAULT);
         }
-        Ok(pinned)
+        let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
+        // At most `TABLE_CHUNK` slots per hold of the table lock.
+        let mut from = a;
+        while from < b {
+            let to = b.min(from + TABLE_CHUNK);
+            if self.table.lock()[from..to].iter().any(usable) {
+                return Ok(pinned);
+            }
+            from = to;
+        }
+        Err(EFAULT)
     }
 
     /// Tears the region down: no invalidation runs after it, no pin round runs after it, every
