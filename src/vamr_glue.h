@@ -52,4 +52,18 @@ extern const u32 vamr_c_ioc[10];
 extern const u32 vamr_c_sizes[12];
 extern const u32 vamr_c_offsets[8];
 
+/* src/vamr_trace.c: emit vamr's trace events (see src/vamr_trace.h). */
+void vamr_trace_register(unsigned long start, unsigned long npages, bool write,
+			 unsigned long pinned, int err);
+void vamr_trace_invalidate(unsigned long start, unsigned long range_start,
+			   unsigned long range_end, unsigned int event, unsigned long marked,
+			   unsigned long dropped, bool blockable);
+void vamr_trace_verify(unsigned long start, unsigned long first, unsigned long npages,
+		       unsigned long kept, unsigned long swapped, unsigned long dropped);
+void vamr_trace_repin(unsigned long start, unsigned long va, unsigned long npages,
+		      unsigned long pinned, bool write, bool access);
+void vamr_trace_fault_request(unsigned long start, unsigned long va, bool write);
+void vamr_trace_access_error(unsigned long start, unsigned long va, unsigned long len,
+			     bool write, int err);
+
 #endif /* _VAMR_GLUE_H */

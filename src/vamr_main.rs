@@ -22,6 +22,7 @@ mod notifier;
 mod pin;
 mod region;
 mod stats;
+mod trace;
 mod uapi;
 
 module! {
