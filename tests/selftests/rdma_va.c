@@ -15,6 +15,10 @@
  *   WCERR    the work completion reported an error
  *   REGFAIL  the MR could not be registered
  *
+ * Every cell is classified from the full comparison of the bytes with their
+ * content before the operation and the expected new content (classify(),
+ * classify_area(), peer_read()), the same way in every mode.
+ *
  * The VA column must be CORRECT everywhere; the normal and ODP columns are
  * characterization: each asserts what that kind of MR does today. ODP on
  * rxe in Linux 7.3 follows the mapping but is CORRUPT almost everywhere for
