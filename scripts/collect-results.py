@@ -2,17 +2,35 @@
 # SPDX-License-Identifier: GPL-2.0
 """Turn the guest's logs into one result per test and a closing count.
 
-usage: collect-results.py LOGDIR [--guest-rc N]
+usage: collect-results.py LOGDIR [--guest-rc N] [--kconfig FILE] [--tests NAME,...]
+                          [--faultinj NAME,...]
+  --guest-rc N   exit status of scripts/run-guest.sh: anything but 0 (124 =
+                 watchdog timeout, also after the end marker) fails the run
+  --kconfig FILE the guest kernel's .config: KASAN, UBSAN and kmemleak reports
+                 are looked for (and reported) only when the kernel has them
+  --tests LIST   the selftest programs that were put into the image (default:
+                 every program of TEST_GEN_PROGS in tests/selftests/Makefile)
+  --faultinj LIST the programs of the fault-injection phase (sanitizer run)
 
 Reads LOGDIR/results.log (TAP and KTAP sections written by the guest's /init,
 see scripts/guest/init) and LOGDIR/console.log (the kernel console).
 
 Prints one line per test ("PASS|FAIL|SKIP  section.test"), the kernel
-problems found in the console log, then the line
+problems found in the console log, then the counts of vamr's own tests, of the
+baseline (normal and ODP MRs, the stock rxe) and of the guest set-up steps and
+run checks, and last, over everything, the line
     N passed, N failed, N skipped
 Exit status: 0 only when no test failed, every section ended with rc=0, the
-guest reached its end marker, and the console shows no oops, panic, BUG,
-WARN, lockdep report or hung task.
+guest reached its end marker and exited normally, and the console shows no
+oops, panic, BUG, WARN, lockdep report or hung task.
+
+Expected sections: a tap section per selftest program (the Makefile's list),
+guest_setup, a kunit section per KUnit suite (KUNIT_SUITES and every
+#[kunit_tests(...)] in src/), and in a sanitizer run kmemleak_loaded and
+kmemleak_unloaded (kernel with kmemleak) and a faultinj section per program of
+--faultinj. A missing expected section, an unexpected one (a stale program in
+the image), a section without a TAP plan, or a plan ("1..N", at every KTAP
+level) that does not match the number of results fails the run.
 
 Sanitizer run (scripts/test.sh --sanitize): KASAN and UBSAN reports and
 kmemleak's unreferenced objects in the console are problems like the above.
@@ -24,6 +42,8 @@ faultinj-done" console markers, the stack dumps of the kernel's own reports
 of a failed allocation ("page allocation failure", "vmalloc error") are
 expected too; anything else (WARN, BUG, KASAN, UBSAN, lockdep, ...) is not.
 """
+import argparse
+import os
 import re
 import sys
 
@@ -41,16 +61,36 @@ KERNEL_PROBLEMS = [
     r"INFO: task .* blocked for more than",
     r"INFO: possible irq lock inversion",
     r"lockdep: ",
-    r"UBSAN: ",
-    r"KASAN: ",
     r"kernel BUG at",
     r"Call Trace:",
-    r"unreferenced object",
-    # kmemleak stopped tracking (its reports would be incomplete).
-    r"Kernel memory leak detector disabled",
-    r"kmemleak: Memory pool empty",
-    r"kmemleak: Cannot allocate",
 ]
+# Reports of the sanitizers: looked for only where the kernel has them
+# (--kconfig; all of them when the configuration is not known).
+SANITIZER_PROBLEMS = {
+    "KASAN": [r"KASAN: "],
+    "UBSAN": [r"UBSAN: "],
+    "DEBUG_KMEMLEAK": [
+        r"unreferenced object",
+        # kmemleak stopped tracking (its reports would be incomplete).
+        r"Kernel memory leak detector disabled",
+        r"kmemleak: Memory pool empty",
+        r"kmemleak: Cannot allocate",
+    ],
+}
+
+# KUnit suites of vamr.ko; every #[kunit_tests(name)] in src/ is expected too.
+KUNIT_SUITES = ["vamr_kunit_events", "vamr_kunit_notifier", "vamr_kunit_region", "vamr_kunit_uapi"]
+# The guest's set-up steps (scripts/guest/init), always present.
+SETUP_SECTION = "guest_setup"
+# Sections that do not exercise vamr: the stock rxe (rdma_baseline) and the
+# normal and ODP modes of rdma_va.
+BASELINE_SECTIONS = {"rdma_baseline", "rdma_va_odp_stock"}
+# Sections that run a program a second time, on the stock rxe, with the
+# program they need: rdma_va's ODP variant (VAMR_ODP_STOCK=1), next to rdma_baseline.
+STOCK_SECTIONS = {"rdma_va_odp_stock": ("rdma_va", "rdma_baseline")}
+BASELINE_TESTS = re.compile(r"^rdma_va\.(normal|odp)\.")
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The kernel's report of a failed allocation (warn_alloc): expected during
 # fault injection, together with the stack dump that follows it.
@@ -61,6 +101,91 @@ ALLOC_FAILURE_SPAN = 8
 PHASE = re.compile(r"^\[\s*(\d+\.\d+)\] vamr-phase: (.*?)\s*$")
 
 TAP_LINE = re.compile(r"^\s*(not ok|ok)\s+(\d+)\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(.*))?$")
+TAP_PLAN = re.compile(r"^(\s*)1\.\.(\d+)\b")
+
+
+def selftest_programs():
+    """TEST_GEN_PROGS of tests/selftests/Makefile: the programs the image runs."""
+    text = open(os.path.join(TOP, "tests/selftests/Makefile")).read().replace("\\\n", " ")
+    m = re.search(r"^TEST_GEN_PROGS\s*:?=(.*)$", text, re.M)
+    if not m or not m.group(1).split():
+        sys.exit("collect-results.py: no TEST_GEN_PROGS in tests/selftests/Makefile")
+    return m.group(1).split()
+
+
+def kunit_suites():
+    """KUNIT_SUITES and every #[kunit_tests(name)] of src/*.rs."""
+    suites = set(KUNIT_SUITES)
+    src = os.path.join(TOP, "src")
+    for f in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+        if f.endswith(".rs"):
+            suites.update(re.findall(r"#\[kunit_tests\((\w+)\)\]", open(os.path.join(src, f)).read()))
+    return suites
+
+
+def kernel_config(path):
+    """The CONFIG_ options set to y or m in a .config, or None when unknown."""
+    if not path:
+        return None
+    opts = set()
+    for line in open(path):
+        m = re.match(r"^CONFIG_(\w+)=[ym]$", line.strip())
+        if m:
+            opts.add(m.group(1))
+    return opts
+
+
+def plan_problems(lines, kind):
+    """Plans that do not match the results of a TAP section (top level only)
+    or a KTAP section (every level: a plan counts the result lines of its
+    indentation up to the result line of its parent)."""
+    problems = []
+    if kind != "kunit":
+        plans = [int(m.group(2)) for m in map(TAP_PLAN.match, lines) if m and not m.group(1)]
+        results = [ln for ln in lines if not ln.startswith((" ", "\t")) and TAP_LINE.match(ln)]
+        if not plans:
+            problems.append("no TAP plan (1..N)")
+        elif len(plans) > 1:
+            problems.append(f"{len(plans)} TAP plans")
+        elif plans[0] != len(results):
+            problems.append(f"plan 1..{plans[0]} but {len(results)} result(s)")
+        return problems
+    stack = []  # [indent, planned, seen]
+
+    def close_below(indent):
+        while stack and stack[-1][0] > indent:
+            d, n, seen = stack.pop()
+            if n != seen:
+                problems.append(f"KTAP plan 1..{n} at indent {d} but {seen} result(s)")
+
+    saw_plan = False
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        m = TAP_PLAN.match(line)
+        if m:
+            close_below(indent)
+            stack.append([indent, int(m.group(2)), 0])
+            saw_plan = True
+            continue
+        if TAP_LINE.match(line):
+            close_below(indent)
+            if stack and stack[-1][0] == indent:
+                stack[-1][2] += 1
+            else:
+                problems.append(f"result without a plan: {line.strip()}")
+    close_below(-1)
+    if not saw_plan:
+        problems.append("no KTAP plan (1..N)")
+    return problems
+
+
+def category(section, test):
+    """vamr, baseline or setup: what a result is counted under."""
+    if section == SETUP_SECTION:
+        return "setup"
+    if section in BASELINE_SECTIONS or (section == "rdma_va" and BASELINE_TESTS.match(test)):
+        return "baseline"
+    return "vamr"
 
 
 def parse_sections(text):
@@ -121,10 +246,13 @@ def tap_results(lines, kind):
 
 
 def outcome_table(results):
-    """The three-mode table of tests/selftests/rdma_va.c, from its
-    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None.
+    """The table of tests/selftests/rdma_va.c by MR kind, from its
+    "# vamr-outcome <scenario> <mode> <op> <OUTCOME>" lines, or None: normal
+    MRs, ODP on the stock rxe (mode odp-stock), ODP on the patched rxe (with
+    the ODP fixes of patches/rxe), VA MRs.
     Lines of the fault-injection phase (sections of kind faultinj) are left out."""
-    modes = ["normal", "odp", "va"]
+    modes = ["normal", "odp-stock", "odp", "va"]
+    heads = {"normal": "normal", "odp-stock": "ODP", "odp": "ODP (fixed rxe)", "va": "VA"}
     rows = {}
     injected = False
     for line in results.splitlines():
@@ -141,17 +269,19 @@ def outcome_table(results):
     if not rows:
         return None
     w = max(len(f"{s} {o}") for s, o in rows) + 2
+    cw = {m: max(10, len(heads[m]) + 2) for m in modes}
     out = ["", "RDMA over a remapped MR, by MR kind (rdma_va; VA: CORRECT, or WCERR where nothing is mapped):",
-           f"{'scenario':<{w}}" + "".join(f"{m:<10}" for m in modes)]
+           f"{'scenario':<{w}}" + "".join(f"{heads[m]:<{cw[m]}}" for m in modes)]
     for (scenario, op), by_mode in rows.items():
-        out.append(f"{scenario + ' ' + op:<{w}}" + "".join(f"{by_mode.get(m, '-'):<10}" for m in modes))
+        out.append(f"{scenario + ' ' + op:<{w}}" + "".join(f"{by_mode.get(m, '-'):<{cw[m]}}" for m in modes))
     out.append("CORRECT: data where the CPU looks; STALE: went to / came from the old pages;")
     out.append("CORRUPT: other wrong bytes; WCERR: error completion; REGFAIL: registration failed;")
-    out.append("-: not run in that mode. ODP on rxe 7.3 copies each packet to the start of its page.")
+    out.append("-: not run in that mode. ODP: the stock rxe of Linux 7.3, which copies each packet to the")
+    out.append("start of its page; ODP (fixed rxe): with patches/rxe 0008 (that copy) and 0009 (iova indexing).")
     return "\n".join(out) + "\n"
 
 
-def sanitizer_summary(results, console, inj, expected_dumps):
+def sanitizer_summary(results, console, inj, expected_dumps, sanitizers):
     """Counts of the sanitizer run (reports, injected failures) and the
     guest's phase times, or None outside a sanitizer run."""
     phases = []
@@ -167,8 +297,16 @@ def sanitizer_summary(results, console, inj, expected_dumps):
     leaks = sum(int(n) for n in re.findall(
         r"^not ok \d+ no_unreferenced_objects # (\d+) unreferenced", results, re.M))
     warns = len(re.findall(r"WARNING: ", console))
-    out.append(f"sanitizers: {kasan} KASAN report(s), {ubsan} UBSAN report(s), "
-               f"{leaks} unreferenced object(s) (kmemleak), {warns} WARNING(s)")
+    claims = []
+    if "KASAN" in sanitizers:
+        claims.append(f"{kasan} KASAN report(s)")
+    if "UBSAN" in sanitizers:
+        claims.append(f"{ubsan} UBSAN report(s)")
+    if "DEBUG_KMEMLEAK" in sanitizers:
+        claims.append(f"{leaks} unreferenced object(s) (kmemleak)")
+    missing = [k for k in SANITIZER_PROBLEMS if k not in sanitizers]
+    out.append("sanitizers: " + ", ".join(claims + [f"{warns} WARNING(s)"])
+               + (f"; not in this kernel: {', '.join(missing)}" if missing else ""))
     injected = re.findall(r"^# vamr-faultinj injected (\S+) (\d+)$", results, re.M)
     if injected or sum(inj.values()):
         rng = re.search(r"^# vamr-faultinj range (\S+)", results, re.M)
@@ -188,7 +326,14 @@ def sanitizer_summary(results, console, inj, expected_dumps):
 
 
 def main():
-    logdir = sys.argv[1]
+    ap = argparse.ArgumentParser(description="Turn the guest's logs into one result per test.")
+    ap.add_argument("logdir")
+    ap.add_argument("--guest-rc", type=int, default=None)
+    ap.add_argument("--kconfig", default=None)
+    ap.add_argument("--tests", default=None)
+    ap.add_argument("--faultinj", default=None)
+    args = ap.parse_args()
+    logdir = args.logdir
     try:
         results = open(f"{logdir}/results.log", errors="replace").read().replace("\r", "")
     except FileNotFoundError:
@@ -197,13 +342,34 @@ def main():
         console = open(f"{logdir}/console.log", errors="replace").read()
     except FileNotFoundError:
         console = ""
+    kconfig = kernel_config(args.kconfig)
+    sanitize = PHASE.search(console) is not None or args.faultinj is not None
 
-    passed = failed = skipped = 0
+    # What must be there.
+    programs = args.tests.replace(",", " ").split() if args.tests is not None else selftest_programs()
+    expected = {("tap", p) for p in programs}
+    expected |= {("tap", s) for s, needs in STOCK_SECTIONS.items() if all(n in programs for n in needs)}
+    expected.add(("tap", SETUP_SECTION))
+    expected |= {("kunit", k) for k in kunit_suites()}
+    if sanitize and (kconfig is None or "DEBUG_KMEMLEAK" in kconfig):
+        expected |= {("tap", "kmemleak_loaded"), ("tap", "kmemleak_unloaded")}
+    if args.faultinj:
+        expected |= {("faultinj", p) for p in args.faultinj.replace(",", " ").split()}
+
+    counts = {c: {"PASS": 0, "FAIL": 0, "SKIP": 0} for c in ("vamr", "baseline", "setup")}
     broken = []
+    seen = set()
     inj = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     for kind, name, lines, rc in parse_sections(results):
         if kind == "demo":
             continue
+        if (kind, name) in seen:
+            broken.append(f"section {kind} {name}: ran twice")
+        seen.add((kind, name))
+        if (kind, name) not in expected:
+            broken.append(f"section {kind} {name}: not expected (a stale program in the image?)")
+        for p in plan_problems(lines, kind) if rc is not None else []:
+            broken.append(f"section {kind} {name}: {p}")
         if kind == "faultinj":
             tests = tap_results(lines, "tap")
             for status, test, why in tests:
@@ -222,19 +388,27 @@ def main():
             broken.append(f"section {kind} {name}: no test results")
         for status, test, why in tests:
             print(f"{status:4}  {name}.{test}" + (f"  # {why}" if why else ""))
-            if status == "PASS":
-                passed += 1
-            elif status == "FAIL":
-                failed += 1
-            else:
-                skipped += 1
+            counts[category(name, test)][status] += 1
         if rc is None:
             broken.append(f"section {kind} {name}: cut off (guest died?)")
         elif rc != 0:
             broken.append(f"section {kind} {name}: exit status {rc}")
+    for kind, name in sorted(expected - seen):
+        broken.append(f"section {kind} {name}: expected but missing (did not run)")
 
     if "### GUEST DONE" not in results:
         broken.append("the guest did not reach its end marker (crash or timeout)")
+    if args.guest_rc is not None and args.guest_rc != 0:
+        broken.append(f"the guest run ended with status {args.guest_rc}"
+                      + (" (watchdog timeout)" if args.guest_rc == 124 else ""))
+
+    # The sanitizers this kernel has; a sanitizer run without them is no sanitizer run.
+    sanitizers = [k for k in SANITIZER_PROBLEMS if kconfig is None or k in kconfig]
+    if sanitize and kconfig is not None:
+        for k in SANITIZER_PROBLEMS:
+            if k not in kconfig:
+                broken.append(f"sanitizer run on a kernel without CONFIG_{k}")
+    patterns = KERNEL_PROBLEMS + [p for k in sanitizers for p in SANITIZER_PROBLEMS[k]]
 
     problems = []
     expected_dumps = 0
@@ -252,7 +426,7 @@ def main():
                 and i - alloc_failure_at <= ALLOC_FAILURE_SPAN):
             alloc_failure_at = None
             continue
-        for pat in KERNEL_PROBLEMS:
+        for pat in patterns:
             if re.search(pat, line):
                 problems.append(line.strip())
                 break
@@ -260,19 +434,26 @@ def main():
         print(f"KERNEL  {p}")
     if problems:
         broken.append(f"{len(problems)} kernel problem line(s) in console.log")
-    if passed + failed == 0:
+    if sum(c["PASS"] + c["FAIL"] for c in counts.values()) == 0:
         broken.append("no test ran")
     # Each of these is a failed check of the guest run as a whole.
     for b in broken:
         print(f"FAIL  guest: {b}")
-        failed += 1
+        counts["setup"]["FAIL"] += 1
 
     table = outcome_table(results)
     if table:
         print(table)
-    summary = sanitizer_summary(results, console, inj, expected_dumps)
+    summary = sanitizer_summary(results, console, inj, expected_dumps, sanitizers)
     if summary:
         print(summary)
+    print()
+    labels = {"vamr": "vamr", "baseline": "baseline (normal/ODP MRs, stock rxe)",
+              "setup": "setup (guest steps, run checks)"}
+    for c, label in labels.items():
+        n = counts[c]
+        print(f"{label}: {n['PASS']} passed, {n['FAIL']} failed, {n['SKIP']} skipped")
+    passed, failed, skipped = (sum(c[k] for c in counts.values()) for k in ("PASS", "FAIL", "SKIP"))
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(0 if failed == 0 else 1)
 

@@ -60,4 +60,4 @@ guest_rc=0
 tr -d '\r' <"$logdir/results.log" 2>/dev/null |
 	awk '/^### BEGIN tap rdma_fuzz/ { on = 1; next } /^### END tap rdma_fuzz/ { on = 0 }
 	     on && /^#/ && !/^# progress/' || true
-"$here/collect-results.py" "$logdir"
+"$here/collect-results.py" "$logdir" --tests rdma_fuzz --guest-rc "$guest_rc" --kconfig "$kdir/.config"

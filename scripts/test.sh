@@ -39,7 +39,7 @@ if [ "$sanitize" = 0 ]; then
 	guest_rc=0
 	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
-	exec "$here/collect-results.py" "$logdir"
+	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config"
 fi
 
 # The sanitizer run.
@@ -50,6 +50,7 @@ logdir="$VAMR_BUILD/logs/sanitize"
 extra="$VAMR_BUILD/guest-sanitize"
 mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
 rm -rf "$extra"
+fault_programs=${VAMR_FAULT_PROGRAMS:-vamr_query vamr_region vamr_events vamr_limits vamr_api rdma_va}
 mkdir -p "$extra/etc/vamr"
 # vamr.ko's executable sections (name, size) for the fault-injection address
 # filter; the guest adds their load addresses from /sys/module/vamr/sections.
@@ -64,7 +65,7 @@ done < <(readelf -SW "$top/vamr.ko" | sed -n 's/^ *\[ *[0-9]*\] //p')
 	echo "# Written by scripts/test.sh --sanitize; read by the guest's /init."
 	echo "FAULT_MODULE=vamr"
 	echo "FAULT_TEXT_SECTIONS=\"${sections% }\""
-	echo "FAULT_PROGRAMS=\"${VAMR_FAULT_PROGRAMS:-vamr_query vamr_region vamr_events vamr_limits vamr_api rdma_va}\""
+	echo "FAULT_PROGRAMS=\"$fault_programs\""
 	echo "FAULT_INTERVAL=${VAMR_FAULT_INTERVAL:-7}"
 	echo "FAULT_TIMES=1000000"
 } >"$extra/etc/vamr/sanitize.conf"
@@ -78,6 +79,7 @@ VAMR_TIMEOUT=${VAMR_TIMEOUT:-3600} VAMR_KERNEL_ARGS="kasan_multi_shot" \
 t_guest=$((SECONDS - t1))
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 rc=0
-"$here/collect-results.py" "$logdir" || rc=$?
+"$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
+	--faultinj "$fault_programs" || rc=$?
 log "sanitizer run: build ${t_build}s (kernel, modules, tests), guest ${t_guest}s ($(cat "$logdir/accel" 2>/dev/null))"
 exit "$rc"

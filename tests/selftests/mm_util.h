@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +60,35 @@ static inline long resident_pages(void *addr, size_t len)
 	for (i = 0; i < n; i++)
 		r += vec[i] & 1;
 	return r;
+}
+
+/*
+ * AnonHugePages (kB) of the VMA that contains addr, from /proc/self/smaps, or
+ * -1 when it cannot be read. A THP test calls it after touching its range and
+ * skips when no huge page backs it (THP disabled, no free 2 MiB block).
+ */
+static inline long anon_huge_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in_vma = 0;
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end;
+
+		/* A VMA's header line; its fields are "Name:  value" lines. */
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2) {
+			in_vma = start <= (uintptr_t)addr && (uintptr_t)addr < end;
+			continue;
+		}
+		if (in_vma && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
 }
 
 /* CLOCK_MONOTONIC in seconds. */

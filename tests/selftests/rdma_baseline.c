@@ -17,7 +17,9 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -499,6 +501,30 @@ TEST_F(rdma, access_error_recover)
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst + off + len,
 					    BUF_SIZE - off - len,
 					    SEED_DST, off + len));
+}
+
+/*
+ * The premise of this file: the rdma_rxe under test is the kernel's own, and
+ * vamr is not loaded (the guest's /init runs this program after unloading
+ * the patched rxe and vamr and loading the stock module). /proc/modules
+ * lists a module's users in its fourth field.
+ */
+TEST(runs_on_stock_rxe_without_vamr)
+{
+	FILE *f = fopen("/proc/modules", "r");
+	char line[512];
+	bool rxe = false, vamr = false;
+
+	ASSERT_NE(NULL, f) TH_LOG("/proc/modules: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "rdma_rxe ", 9))
+			rxe = true;
+		if (strstr(line, "vamr"))
+			vamr = true;
+	}
+	fclose(f);
+	EXPECT_TRUE(rxe) TH_LOG("rdma_rxe is not loaded");
+	EXPECT_FALSE(vamr) TH_LOG("vamr is loaded: this is not the stock rxe");
 }
 
 TEST_HARNESS_MAIN

@@ -685,7 +685,8 @@ TEST_F(vamr_limits, rlimit_memlock)
 		_exit(memlock_child(P));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
-	EXPECT_EQ(0, WEXITSTATUS(status)) {
+	/* ASSERT: the SKIP below must not hide a failure here. */
+	ASSERT_EQ(0, WEXITSTATUS(status)) {
 		TH_LOG("the child without CAP_IPC_LOCK failed at step %d", WEXITSTATUS(status));
 	}
 
@@ -768,6 +769,7 @@ TEST_F(vamr_limits, two_files_same_va)
 #define CHURN_PAGES 16
 #define CHURN_MAX_ITERS 300
 #define CHURN_MAX_MS 2000
+#define CHURN_OVERLAP_MAX_ITERS 100000
 
 struct churn {
 	uint8_t *base;
@@ -775,6 +777,7 @@ struct churn {
 	uint64_t published;	/* newest generation that may be visible (atomic) */
 	int done;		/* the thread finished (atomic) */
 	int stop;		/* the reader asks the thread to stop (atomic) */
+	int overlapped;		/* the reader saw two generations (atomic) */
 	int iterations;
 	uint64_t last_gen;
 	int err;		/* 0, or 1 mmap / 2 mremap failed */
@@ -807,9 +810,17 @@ static void *churn_thread(void *arg)
 	uint64_t t0 = now_ms();
 	int i;
 
-	for (i = 0; i < CHURN_MAX_ITERS && now_ms() - t0 < CHURN_MAX_MS; i++) {
+	/*
+	 * Until the reader has seen two generations (its reads overlapped the
+	 * replacements), whatever the time; then within the bounds.
+	 */
+	for (i = 0; i < CHURN_OVERLAP_MAX_ITERS; i++) {
 		uint64_t g = c->last_gen + 1;
 		void *n, *r;
+
+		if (__atomic_load_n(&c->overlapped, __ATOMIC_ACQUIRE) &&
+		    (i >= CHURN_MAX_ITERS || now_ms() - t0 >= CHURN_MAX_MS))
+			break;
 
 		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
 			break;
@@ -841,7 +852,8 @@ TEST_F_TIMEOUT(vamr_limits, access_races_mremap_replacement, 60)
 	uint64_t last_seen[CHURN_PAGES] = { 0 };
 	unsigned long reads = 0, ok = 0, efaults = 0;
 	int bad_ret = 0, bad_page = -1, i;
-	uint64_t bad_g = 0, bad_prev = 0, bad_max = 0;
+	uint64_t bad_g = 0, bad_prev = 0, bad_max = 0, first_g = 0;
+	unsigned long gens_seen = 0;
 	struct churn c = { 0 };
 	struct vamr_stats s;
 	pthread_t thread;
@@ -890,6 +902,14 @@ TEST_F_TIMEOUT(vamr_limits, access_races_mremap_replacement, 60)
 				break;
 			}
 			last_seen[i] = g;
+			/* Generations seen while the thread replaces the range. */
+			if (!first_g) {
+				first_g = g;
+				gens_seen = 1;
+			} else if (g != first_g && gens_seen == 1) {
+				gens_seen = 2;
+				__atomic_store_n(&c.overlapped, 1, __ATOMIC_RELEASE);
+			}
 		}
 		if (bad_page >= 0)
 			break;
@@ -913,6 +933,9 @@ TEST_F_TIMEOUT(vamr_limits, access_races_mremap_replacement, 60)
 	}
 	EXPECT_LT(0ul, ok);
 	ASSERT_LT(0, c.iterations);
+	/* The reads overlapped the replacements: at least two generations seen. */
+	EXPECT_LE(2ul, gens_seen) TH_LOG("the reads saw generation %llu only",
+					 (unsigned long long)first_g);
 
 	/* Quiet now: the region shows the last generation, like the CPU. */
 	memset(buf, 0, len);

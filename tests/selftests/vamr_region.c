@@ -396,8 +396,11 @@ TEST_F(region, thp_and_split)
 
 	ASSERT_NE(NULL, raw);
 	a = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(huge - 1));
-	madvise(a, len, MADV_HUGEPAGE);
+	if (madvise(a, len, MADV_HUGEPAGE))
+		SKIP(return, "MADV_HUGEPAGE: %s (no THP in this kernel)", strerror(errno));
 	pattern_fill(a, len, 90, 0);
+	if (anon_huge_kb(a) < 2048)
+		SKIP(return, "no huge page under the range (AnonHugePages %ld kB)", anon_huge_kb(a));
 	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
 	ASSERT_EQ(0, vamr_read(self->fd, h, a + 12345, self->buf, 1 << 20));
 	ASSERT_PATTERN(self->buf, 1 << 20, 90, 12345);
