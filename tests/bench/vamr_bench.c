@@ -55,7 +55,7 @@
 #define TBUF (16 * MIB)
 #define DEPTH 16
 /* Bytes per throughput point: STREAM_MIN, and at least 4 messages. */
-#define STREAM_MIN (8 * MIB)
+#define STREAM_MIN (16 * MIB)
 #define STREAM_BYTES(msg) ((msg) * 4 > STREAM_MIN ? (msg) * 4 : STREAM_MIN)
 /* First access after remap: REMAP_PAGES pages. */
 #define REMAP_PAGES 1024ul
@@ -63,12 +63,14 @@
 #define REMAP_CHUNK (64 * KIB)
 #define REMAP_PERIOD_US 1000
 #define REMAP_MSG (64 * KIB)
-#define REMAP_SECONDS 1.5
+#define REMAP_SECONDS 1.5	/* per condition and round, */
+#define REMAP_SLICES 3		/* in slices alternating with and without remaps */
 /* vamr's CPU share: a WRITE stream of PERF_MSG messages for PERF_SECONDS under perf. */
 #define PERF_MSG (64 * KIB)
 #define PERF_SECONDS 2.0
 /* Invalidations. */
 #define INV_LEN (16 * MIB)
+#define INV_REPS 3	/* per round, for the 16 MiB MR columns */
 #define NMR 1000
 #define STRIDE (32 * KIB)
 #define MRLEN (16 * KIB)
@@ -125,6 +127,27 @@ static double cmax(const struct cell *c)
 	for (i = 0; i < c->n; i++)
 		m = c->v[i] > m ? c->v[i] : m;
 	return c->n ? m : NAN;
+}
+
+/* Repetitions inside a round: the round's value is their median. */
+#define MAX_REPS 8
+struct reps {
+	double v[MAX_REPS];
+	int n;
+};
+
+static void rep(struct reps *r, double x)
+{
+	if (r->n < MAX_REPS && !isnan(x))
+		r->v[r->n++] = x;
+}
+
+/* The median of the repetitions into the cell, and start over. */
+static void put_reps(struct cell *c, struct reps *r)
+{
+	if (r->n)
+		put(c, median(r->v, r->n));
+	r->n = 0;
 }
 
 static void progress(const char *fmt, ...)
@@ -399,6 +422,8 @@ static int remap_touched(uint8_t *a, size_t len)
 	return 0;
 }
 
+/* Repetitions per round of [3a]/[3b] (the round's value is their median). */
+#define FIRST_REPS 3
 /* FIRST_SMALL bytes at the start of each page: the per-page variant of [3]. */
 #define FIRST_SMALL 64ul
 
@@ -453,6 +478,10 @@ static void bench_first_access(void)
 	first_data[NORMAL] = "stale";
 	for (r = 0; r < rounds; r++) {
 		for (k = 0; k < NKIND; k++) {
+		struct reps rf = {}, rs = {}, rp = {}, rsf = {}, rss = {}, rsp = {};
+		int j;
+
+		for (j = 0; j < FIRST_REPS; j++) {
 			uint8_t *a = buf_alloc(len, 1);
 			struct ibv_mr *mr;
 			double t, steady, first, ssteady, sfirst;
@@ -507,15 +536,23 @@ static void bench_first_access(void)
 				after_remap_check(k, landed(a, src, len, 0),
 						  "WRITE after the remap: data not where the CPU looks");
 			}
-			put(&steady_pp[k], steady / REMAP_PAGES);
-			put(&first_pp[k], first / REMAP_PAGES);
-			put(&pin_pp[k], (first - steady) / REMAP_PAGES);
-			put(&ssteady_pp[k], ssteady / REMAP_PAGES);
-			put(&sfirst_pp[k], sfirst / REMAP_PAGES);
-			put(&spin_pp[k], (sfirst - ssteady) / REMAP_PAGES);
+			rep(&rs, steady / REMAP_PAGES);
+			rep(&rf, first / REMAP_PAGES);
+			rep(&rp, (first - steady) / REMAP_PAGES);
+			rep(&rss, ssteady / REMAP_PAGES);
+			rep(&rsf, sfirst / REMAP_PAGES);
+			rep(&rsp, (sfirst - ssteady) / REMAP_PAGES);
 			dereg(mr);
 			munmap(a, len);
 		}
+		put_reps(&steady_pp[k], &rs);
+		put_reps(&first_pp[k], &rf);
+		put_reps(&pin_pp[k], &rp);
+		put_reps(&ssteady_pp[k], &rss);
+		put_reps(&sfirst_pp[k], &rsf);
+		put_reps(&spin_pp[k], &rsp);
+		}
+		progress("first access round %d done", r + 1);
 	}
 	dereg(src_mr);
 	munmap(src, len);
@@ -644,39 +681,48 @@ static void *remap_thread(void *arg)
 
 static void bench_remaps(void)
 {
-	int r, k;
+	int r, k, j;
 
 	for (r = 0; r < rounds; r++) {
 		for (k = 0; k < NKIND; k++) {
-			struct remapper rm = { .base = tbuf[k] };
-			pthread_t th;
-			long e = 0, got;
-			double t;
+			double t_on = 0, t_off = 0, n_remaps = 0;
+			long b_on = 0, b_off = 0;
 
-			t = now_us();
-			got = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey, TBUF,
-				     REMAP_MSG, 0, t + REMAP_SECONDS * 1e6, &e);
-			put(&noremap_mbs[k], mbs(got, now_us() - t));
-			if (got < 0 || e)
-				bad_transfer(k, "WRITE stream without remaps: error completions");
-			e = 0;
-			if (pthread_create(&th, NULL, remap_thread, &rm)) {
-				fail("pthread_create");
-				return;
+			/* REMAP_SLICES alternations of a slice without and a slice with remaps. */
+			for (j = 0; j < 2 * REMAP_SLICES; j++) {
+				struct remapper rm = { .base = tbuf[k] };
+				double slice = REMAP_SECONDS / REMAP_SLICES * 1e6, t;
+				pthread_t th;
+				long e = 0, got;
+				int on = j & 1;
+
+				if (on && pthread_create(&th, NULL, remap_thread, &rm)) {
+					fail("pthread_create");
+					return;
+				}
+				t = now_us();
+				got = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey,
+					     TBUF, REMAP_MSG, 0, t + slice, &e);
+				t = now_us() - t;
+				if (on) {
+					rm.stop = 1;
+					pthread_join(th, NULL);
+					if (rm.errors)
+						fail("mmap(MAP_FIXED) failed %ld times", rm.errors);
+					remap_err[k] += e;
+					n_remaps += rm.n;
+				}
+				if (got < 0 || e)
+					bad_transfer(k, on ? "WRITE stream under remaps: error completions" :
+							     "WRITE stream without remaps: error completions");
+				if (got > 0) {
+					*(on ? &b_on : &b_off) += got;
+					*(on ? &t_on : &t_off) += t;
+				}
 			}
-			t = now_us();
-			got = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey, TBUF,
-				     REMAP_MSG, 0, t + REMAP_SECONDS * 1e6, &e);
-			t = now_us() - t;
-			rm.stop = 1;
-			pthread_join(th, NULL);
-			put(&remap_mbs[k], mbs(got, t));
-			put(&remap_rate[k], rm.n / (t / 1e6));
-			remap_err[k] += e;
-			if (rm.errors)
-				fail("mmap(MAP_FIXED) failed %ld times", rm.errors);
-			if (got < 0 || e)
-				bad_transfer(k, "WRITE stream under remaps: error completions");
+			put(&noremap_mbs[k], mbs(b_off, t_off));
+			put(&remap_mbs[k], mbs(b_on, t_on));
+			put(&remap_rate[k], t_on > 0 ? n_remaps / (t_on / 1e6) : NAN);
 		}
 		{
 			size_t off = 0;
@@ -967,7 +1013,10 @@ static void bench_inval(void)
 	pattern_fill(src, PAGE, 1, 0);
 	for (r = 0; r < rounds; r++) {
 		for (k = 0; k < NKIND; k++) {
-			for (c = 0; c < MANY; c++) {
+			struct reps rc[NICOL] = {}, rw[NICOL] = {};
+			int j;
+
+			for (j = 0; j < INV_REPS * MANY; j++) {
 				uint8_t *a = buf_alloc(INV_LEN, 1), *pg;
 				struct ibv_mr *mr;
 				double t;
@@ -976,6 +1025,7 @@ static void bench_inval(void)
 				if (!a || !(mr = reg(a, INV_LEN, k)))
 					return;
 				pg = a + 3 * HUGE + 77 * PAGE;
+				c = j % MANY;
 				usleep(20 * 1000);
 				t = now_us();
 				if (c == MUNMAP)
@@ -985,16 +1035,20 @@ static void bench_inval(void)
 					      mprotect(pg, PAGE, PROT_READ | PROT_WRITE);
 				else
 					ret = madvise(pg, PAGE, MADV_DONTNEED);
-				put(&inv_call[k][c], now_us() - t);
+				rep(&rc[c], now_us() - t);
 				if (ret)
 					fail("munmap/mprotect/madvise: %s", strerror(errno));
 				if (write_once(src, src_mr->lkey, pg + PAGE, mr->rkey, PAGE))
 					bad_transfer(k, "WRITE after a one-page invalidation failed");
 				else if (memcmp(pg + PAGE, src, PAGE) && k != NORMAL)
 					bad_transfer(k, "WRITE after a one-page invalidation: wrong data");
-				put(&inv_write[k][c], now_us() - t);
+				rep(&rw[c], now_us() - t);
 				dereg(mr);
 				munmap(a, INV_LEN);
+			}
+			for (c = 0; c < MANY; c++) {
+				put_reps(&inv_call[k][c], &rc[c]);
+				put_reps(&inv_write[k][c], &rw[c]);
 			}
 			{
 				uint8_t *a = buf_alloc(NMR * STRIDE, 1), *pg;
@@ -1253,9 +1307,11 @@ static void print_table(double wall_s)
 		       wr_corrupt[k], rd_corrupt[k]);
 	printf("   (WRITE/READ)\n");
 	snprintf(title, sizeof(title),
-		 "[6] %lu KiB WRITEs streaming for %.1f s into a 16 MiB MR, without / with a thread remapping\n"
-		 "    %lu KiB of it (mmap MAP_FIXED, untouched) every %d us; remaps/s as achieved",
-		 REMAP_MSG / KIB, REMAP_SECONDS, REMAP_CHUNK / KIB, REMAP_PERIOD_US);
+		 "[6] %lu KiB WRITEs streaming into a 16 MiB MR, %.1f s without and %.1f s with a thread\n"
+		 "    remapping %lu KiB of it (mmap MAP_FIXED, untouched) every %d us, in %d alternating\n"
+		 "    slices each; remaps/s as achieved",
+		 REMAP_MSG / KIB, REMAP_SECONDS, REMAP_SECONDS, REMAP_CHUNK / KIB, REMAP_PERIOD_US,
+		 REMAP_SLICES);
 	band(title, hremap, 3, g_remap, g_remap_ceiling, 1);
 	printf("%-10s", "remapping/");
 	for (k = 0; k < NKIND; k++)
