@@ -1,7 +1,55 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Run the benchmarks of tests/bench in the test guest and print their tables
-# (normal vs ODP vs VA MRs on rxe). Numbers from a TCG guest are emulated
-# time: compare the rows with each other, not with hardware.
-exec "$(dirname "$0")/run.sh" bench
+# Build everything for the benchmark kernel (scripts/prepare.sh --bench: no
+# lockdep, DEBUG_VM, KUnit), boot it under QEMU with perf in the image, run
+# tests/bench/vamr_bench once and print its table: normal vs ODP vs VA MRs,
+# side by side in one guest run. Documentation/build-and-test.rst
+# ("Benchmarks") explains the columns. Numbers from a TCG guest are emulated
+# time: compare the rows of one run with each other, not with hardware.
+#
+# usage: bench.sh [ROUNDS]    (default 5; cells are median [min..max] of ROUNDS)
+#
+# Exit status: 0 when the benchmark ran through; non-zero when a build, the
+# guest, a verbs call or a transfer on a normal or VA MR failed. Numbers are
+# never judged. Logs: build/logs/bench/ (results.log has the "# ..." progress
+# lines and timings of each phase). VAMR_TIMEOUT (default 1800 s) bounds the
+# guest; VAMR_KDIR=dir benchmarks on another built kernel tree (e.g. the test
+# kernel) instead of the benchmark kernel; VAMR_BENCH_PHASES=reg,first,tput,
+# remap,cpu,inval,live runs only those parts (for working on the benchmark).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+rounds=${1:-5}
+case "$rounds" in
+'' | *[!0-9]*) die "usage: bench.sh [ROUNDS]" ;;
+esac
+[ "$rounds" -ge 1 ] && [ "$rounds" -le 32 ] || die "ROUNDS must be 1..32"
+
+kdir=$("$here/prepare.sh" --bench)
+logdir="$VAMR_BUILD/logs/bench"
+mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/notests"
+# perf (setup-host.sh --bench installs linux-perf) and its libraries, for the
+# rxe CPU-share column.
+VAMR_GUEST_TOOLS=/usr/bin/perf "$here/build-initramfs.sh" "$kdir" \
+	"$VAMR_BUILD/initramfs-bench.cpio.gz" "$VAMR_BUILD/notests" "$VAMR_BUILD/bench"
+guest_rc=0
+VAMR_TIMEOUT=${VAMR_TIMEOUT:-1800} VAMR_KERNEL_ARGS="vamr_bench_rounds=$rounds${VAMR_BENCH_PHASES:+ vamr_bench_phases=$VAMR_BENCH_PHASES}${VAMR_KERNEL_ARGS:+ $VAMR_KERNEL_ARGS}" \
+	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-bench.cpio.gz" demo "$logdir" || guest_rc=$?
+log "kernel: $kdir ($(cat "$kdir/include/config/kernel.release"))"
+# The table: the demo section without its "# " progress lines; the guest's
+# set-up steps must all have passed.
+awk '/^### BEGIN demo/ { on = 1; next }
+     /^### END demo/ { on = 0; if ($5 != "rc=0") { print "(vamr_bench exit " $5 ")"; bad = 1 } next }
+     /^### BEGIN tap guest_setup/ { setup = 1; next }
+     /^### END tap guest_setup/ { setup = 0; next }
+     setup && /^not ok/ { print "guest set-up failed: " $0; bad = 1 }
+     on && !/^# / { print }
+     on && /^# FAIL/ { print }
+     END { exit bad }' <(tr -d '\r' <"$logdir/results.log" 2>/dev/null) || {
+	log "the benchmark failed; see $logdir"
+	exit 1
+}
+[ "$guest_rc" = 0 ] || { log "guest run ended with status $guest_rc; see $logdir/console.log"; exit 1; }

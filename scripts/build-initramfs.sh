@@ -10,6 +10,8 @@
 #   DEMODIR  executables run in demo mode (/demo in the guest)
 #   EXTRADIR optional: its contents are copied over the image's root (test.sh
 #            --sanitize adds /etc/vamr/sanitize.conf this way)
+# VAMR_GUEST_TOOLS: optional host programs copied, with their libraries, to the
+#            same paths in the image (bench.sh: /usr/bin/perf).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,6 +64,11 @@ mkdir -p "$stage/etc/libibverbs.d"
 cp /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/"
 for so in /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so; do
 	copy_with_libs "$so"
+done
+
+for tool in ${VAMR_GUEST_TOOLS:-}; do
+	[ -x "$tool" ] || die "VAMR_GUEST_TOOLS: $tool is not an executable"
+	copy_with_libs "$tool"
 done
 
 # Kernel modules: the kernel's own (rdma_rxe and its dependencies) + vamr.ko.

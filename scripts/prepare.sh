@@ -6,9 +6,16 @@
 # (build-kernel.sh, cached), vamr.ko, the selftests and the examples.
 # Prints the kernel build directory (KDIR) on stdout.
 #
-# usage: prepare.sh [--sanitize]
+# usage: prepare.sh [--sanitize | --bench]
 #   --sanitize  the same against the sanitizer kernel (build-kernel.sh
 #               --sanitize); modules are then built with its LLVM toolchain.
+#   --bench     for scripts/bench.sh: the benchmark kernel (build-kernel.sh
+#               --bench: no lockdep, DEBUG_VM, KUnit), vamr.ko, the kapi test
+#               module and the patched rxe against it, and tests/bench (no
+#               selftests, no examples); setup-host.sh --bench adds perf.
+#
+# VAMR_KDIR=dir uses that built kernel tree instead of build-kernel.sh (for
+# trying the scripts against another tree; the cached build is not touched).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,12 +26,19 @@ variant=()
 for arg in "$@"; do
 	case "$arg" in
 	--sanitize) variant=(--sanitize) ;;
-	*) die "usage: prepare.sh [--sanitize]" ;;
+	--bench) variant=(--bench) ;;
+	*) die "usage: prepare.sh [--sanitize | --bench]" ;;
 	esac
 done
 
 "$here/setup-host.sh" "${variant[@]}" >&2
-kdir=$("$here/build-kernel.sh" "${variant[@]}")
+if [ -n "${VAMR_KDIR:-}" ]; then
+	[ -f "$VAMR_KDIR/.vamr-built" ] || die "VAMR_KDIR=$VAMR_KDIR is not a built kernel tree (no .vamr-built)"
+	kdir=$VAMR_KDIR
+	log "using the kernel tree VAMR_KDIR=$kdir"
+else
+	kdir=$("$here/build-kernel.sh" "${variant[@]}")
+fi
 # LLVM=... when KDIR was built with LLVM (the sanitizer kernel), else nothing.
 read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
 log "building vamr.ko against $kdir"
@@ -33,6 +47,12 @@ make -s -C "$top" KDIR="$kdir" "${llvm[@]}" modules >&2
 make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" "${llvm[@]}" modules >&2
 # rdma_rxe with VA-semantics MRs: KDIR's rxe sources + patches/rxe.
 "$here/build-rxe.sh" "$kdir"
+if [ "${variant[*]}" = --bench ]; then
+	log "building the benchmarks"
+	make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
+	echo "$kdir"
+	exit 0
+fi
 log "building selftests and examples"
 make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
 make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2

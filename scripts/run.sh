@@ -5,8 +5,8 @@
 # under QEMU, load vamr and rdma_rxe, and run the demo programs of
 # examples/, printing what they print. Logs: build/logs/examples/.
 #
-# usage: run.sh [examples|bench]   (bench: the benchmarks of tests/bench,
-#                                   as scripts/bench.sh runs them)
+# usage: run.sh [examples|bench]   (bench: scripts/bench.sh, on the
+#                                   benchmark kernel)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +15,8 @@ top=$(cd "$here/.." && pwd)
 
 what=${1:-examples}
 case "$what" in
-examples | bench) ;;
+examples) ;;
+bench) exec "$here/bench.sh" ;;
 *) die "usage: run.sh [examples|bench]" ;;
 esac
 kdir=$("$here/prepare.sh")

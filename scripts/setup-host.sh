@@ -12,6 +12,8 @@
 # - Only with --sanitize (or VAMR_SANITIZE=1): clang-19, lld-19 and llvm-19,
 #   the LLVM toolchain of the sanitizer kernel (scripts/test.sh --sanitize);
 #   without it nothing of that is installed or checked.
+# - Only with --bench: linux-perf (the perf binary scripts/bench.sh puts in
+#   the guest to profile rxe).
 #
 # The mirror URI is read from the machine's own apt sources.
 #
@@ -120,6 +122,15 @@ install_llvm() {
 		die "clang$VAMR_LLVM / ld.lld$VAMR_LLVM not on PATH after installing ${pkgs[*]}"
 }
 
+# perf for the guest of scripts/bench.sh (Debian's linux-perf: /usr/bin/perf).
+install_perf() {
+	if ! dpkg-query -W -f='${Status}' linux-perf 2>/dev/null | grep -q "install ok installed"; then
+		log "installing linux-perf for the benchmark guest"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends linux-perf
+	fi
+	[ -x /usr/bin/perf ] || die "/usr/bin/perf missing after installing linux-perf"
+}
+
 install_rust_bits() {
 	command -v rustup >/dev/null || die "rustup is not on PATH (need the rustup toolchain)"
 	if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
@@ -154,10 +165,12 @@ fetch_kernel_source() {
 }
 
 sanitize=${VAMR_SANITIZE:-0}
+bench=0
 for arg in "$@"; do
 	case "$arg" in
 	--sanitize) sanitize=1 ;;
-	*) die "usage: setup-host.sh [--sanitize]" ;;
+	--bench) bench=1 ;;
+	*) die "usage: setup-host.sh [--sanitize | --bench]" ;;
 	esac
 done
 
@@ -166,6 +179,9 @@ add_suites
 install_debs
 if [ "$sanitize" = 1 ]; then
 	install_llvm
+fi
+if [ "$bench" = 1 ]; then
+	install_perf
 fi
 install_rust_bits
 fetch_kernel_source
