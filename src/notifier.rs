@@ -8,9 +8,9 @@
 //! through `src/vamr_glue.c`.
 
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Release};
 use kernel::types::Opaque;
 
 // The kernel's own `bindings` crate allows `improper_ctypes` for these types too: they are
@@ -184,9 +184,9 @@ pub(crate) unsafe trait InvalidateHandler: Sized + Send + Sync {
 pub(crate) struct IntervalNotifier {
     #[pin]
     inner: Opaque<bindings::mmu_interval_notifier>,
-    inserted: AtomicBool,
+    inserted: Atomic<bool>,
     /// Set once by a successful `insert`, never cleared.
-    was_inserted: AtomicBool,
+    was_inserted: Atomic<bool>,
 }
 
 // SAFETY: the C subscription is only touched through the kernel's mmu_interval_* functions,
@@ -243,8 +243,8 @@ impl IntervalNotifier {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             inner <- Opaque::uninit(),
-            inserted: AtomicBool::new(false),
-            was_inserted: AtomicBool::new(false),
+            inserted: Atomic::new(false),
+            was_inserted: Atomic::new(false),
         })
     }
 
@@ -278,8 +278,8 @@ impl IntervalNotifier {
             )
         };
         kernel::error::to_result(ret)?;
-        this.inserted.store(true, Ordering::Release);
-        this.was_inserted.store(true, Ordering::Release);
+        this.inserted.store(true, Release);
+        this.was_inserted.store(true, Release);
         Ok(())
     }
 
@@ -287,7 +287,7 @@ impl IntervalNotifier {
     /// inserted. Process context, may sleep (waits for running invalidations); must not be
     /// called from `invalidate` itself.
     pub(crate) fn remove(&self) {
-        if self.inserted.swap(false, Ordering::AcqRel) {
+        if self.inserted.xchg(false, Full) {
             // SAFETY: `inner` was inserted (type invariant) and the swap makes this the only
             // removal.
             unsafe { bindings::mmu_interval_notifier_remove(self.inner.get()) };
@@ -302,7 +302,7 @@ impl IntervalNotifier {
     /// then discard what it read, e.g. by checking its own "dead" state under its lock).
     /// Returns 0 without calling into the kernel if the subscription was never inserted.
     pub(crate) fn read_begin(&self) -> usize {
-        if !self.was_inserted.load(Ordering::Acquire) {
+        if !self.was_inserted.load(Acquire) {
             return 0;
         }
         // Inserted or removed since, `inner.mm` is the mm the owner grabs for `self`'s whole life
@@ -322,7 +322,7 @@ impl IntervalNotifier {
     /// mm (`mmget`), and must still check [`IntervalNotifier::read_retry`] under its lock
     /// before it uses the result.
     pub(crate) fn snapshot(&self, seq: usize, start: usize, out: &mut [usize]) -> Result {
-        if !self.was_inserted.load(Ordering::Acquire) {
+        if !self.was_inserted.load(Acquire) {
             return Err(EFAULT);
         }
         let (sub, n, pfns) = (self.inner.get(), out.len(), out.as_mut_ptr());
@@ -336,7 +336,7 @@ impl IntervalNotifier {
     /// `seq`. Must be called with the lock the handler holds around `set_seq()`.
     /// Always true for a subscription that was never inserted.
     pub(crate) fn read_retry(&self, seq: usize) -> bool {
-        if !self.was_inserted.load(Ordering::Acquire) {
+        if !self.was_inserted.load(Acquire) {
             return true;
         }
         // SAFETY: `insert` initialized `inner`; this only reads its `invalidate_seq` field.

@@ -23,12 +23,12 @@ use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToke
 use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
@@ -222,13 +222,13 @@ pub(crate) struct Region {
     /// through the in-kernel API.
     events: Option<Arc<EventQueue>>,
     /// Set once by teardown.
-    torn_down: AtomicBool,
+    torn_down: Atomic<bool>,
     /// Set by [`Region::cancel`] (deregistration) and teardown: every long operation (pin
     /// rounds, prefetch, on-demand pins, copies) stops at its next batch or page with
     /// `ECANCELED`, and no new one starts.
-    cancelled: AtomicBool,
+    cancelled: Atomic<bool>,
     /// Invalidation count that touched this region (all kinds), for events generation.
-    generation: AtomicU64,
+    generation: Atomic<u64>,
     /// Per-region counters.
     pub(crate) stats: Counters,
 }
@@ -255,7 +255,7 @@ unsafe impl InvalidateHandler for Region {
         seq.set_seq();
         let event = range.event();
         self.stats.invalidation(event);
-        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.generation.add(1, Relaxed);
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
         if let (Some(events), true) = (&self.events, first < end) {
@@ -416,9 +416,9 @@ impl Region {
                 cookie,
                 handle,
                 events,
-                torn_down: AtomicBool::new(false),
-                cancelled: AtomicBool::new(false),
-                generation: AtomicU64::new(0),
+                torn_down: Atomic::new(false),
+                cancelled: Atomic::new(false),
+                generation: Atomic::new(0),
                 stats: Counters::new(),
             }),
             GFP_KERNEL,
@@ -480,7 +480,7 @@ impl Region {
 
     /// Number of invalidations that overlapped the region so far.
     pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
+        self.generation.load(Relaxed)
     }
 
     /// Page index span `[a, b)` of the region overlapping the byte range `[s, e)`.
@@ -507,7 +507,7 @@ impl Region {
     /// Stops every long operation on the region (see the `cancelled` field). Idempotent, does
     /// not sleep; the region stays registered until [`Region::teardown`].
     pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
+        self.cancelled.store(true, Release);
         // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
         let _guard = self.pages.lock();
         self.fault_done.notify_all();
@@ -515,7 +515,7 @@ impl Region {
 
     /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
     fn check_interrupted(&self) -> Result {
-        if self.cancelled.load(Ordering::Acquire) {
+        if self.cancelled.load(Acquire) {
             return Err(ECANCELED);
         }
         // SAFETY: no preconditions; reads current's pending signals.
@@ -743,7 +743,7 @@ impl Region {
     /// pin is dropped, the `pinned_vm` charge is returned. Idempotent. Sleeps (waits for running
     /// invalidations and for pin rounds in progress, each bounded by one batch).
     fn teardown(&self) {
-        if self.torn_down.swap(true, Ordering::AcqRel) {
+        if self.torn_down.xchg(true, Full) {
             return;
         }
         // Stop long operations, then mark dead: from now on invalidations neither queue work
@@ -781,7 +781,7 @@ impl<'a> FillGuard<'a> {
         if slots.dead {
             return Err(EFAULT);
         }
-        if region.cancelled.load(Ordering::Acquire) {
+        if region.cancelled.load(Acquire) {
             return Err(ECANCELED);
         }
         slots.fills += 1;

@@ -6,9 +6,9 @@
 
 use super::Region;
 use crate::stats::Kind;
-use core::sync::atomic::Ordering;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::Acquire;
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
@@ -36,7 +36,7 @@ impl WorkItem for FaultRequest {
     /// its registration) and, while faulting, a user reference on the mm.
     fn run(this: Pin<KBox<FaultRequest>>) {
         let region = &this.region;
-        if !region.cancelled.load(Ordering::Acquire) {
+        if !region.cancelled.load(Acquire) {
             if let Some(mm) = region.mm.mmget_not_zero() {
                 // Failures are seen by the access, which pins again.
                 let _ = crate::pin::fault_in(&mm, this.va, this.write);
@@ -108,7 +108,7 @@ impl Region {
             if slots.dead {
                 return Err(EFAULT);
             }
-            if self.cancelled.load(Ordering::Acquire) {
+            if self.cancelled.load(Acquire) {
                 return Err(ECANCELED);
             }
             if self.fault_done.wait_interruptible(&mut slots) {

@@ -8,10 +8,10 @@ use super::{FillGuard, PinCause, Region, REPIN_ATTEMPTS};
 use crate::notifier::Mapped;
 use crate::pin::{PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::Kind;
-use core::sync::atomic::Ordering;
 use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::Acquire;
 use kernel::sync::ArcBorrow;
 
 impl Region {
@@ -32,7 +32,7 @@ impl Region {
         };
         let mut i = a;
         while i < b {
-            if self.cancelled.load(Ordering::Acquire) {
+            if self.cancelled.load(Acquire) {
                 return;
             }
             let j = (i + PIN_BATCH).min(b);
