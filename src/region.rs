@@ -19,7 +19,9 @@
 
 use crate::events::EventQueue;
 use crate::mm_state::{MmSlot, MmState};
-use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
+use crate::notifier::{
+    impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
+};
 use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
@@ -169,8 +171,9 @@ pub(crate) use io::{AtomicOp, Dir};
 
 #[pin_data]
 pub(crate) struct Region {
+    /// The subscription over `[start, start + npages * PAGE_SIZE)`; holds the mm.
     #[pin]
-    notifier: IntervalNotifier,
+    notifier: IntervalNotifier<Region>,
     /// Bookkeeping (fills, suspect range, death, fault requests). Lock rules: taken by the
     /// invalidate callback, which can run under reclaim and with `mmap_lock` or folio locks
     /// held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no `mmap_lock`, no user
@@ -203,8 +206,6 @@ pub(crate) struct Region {
     verify_track: AtomicTracker<0>,
     /// State shared with the other regions of the mm (verify queue).
     mm_state: Arc<MmState>,
-    /// The address space (`mmgrab` reference: keeps `struct mm_struct`, not the mappings).
-    mm: ARef<Mm>,
     /// First registered byte.
     addr: usize,
     /// Registered length in bytes (> 0).
@@ -233,13 +234,11 @@ pub(crate) struct Region {
     pub(crate) stats: Counters,
 }
 
-// SAFETY: `notifier_offset` is the offset of the `notifier` field, and regions live pinned in an
-// `Arc` from before the notifier is inserted until after it is removed (type invariants).
-unsafe impl InvalidateHandler for Region {
-    fn notifier_offset() -> usize {
-        core::mem::offset_of!(Region, notifier)
-    }
+impl_has_interval_notifier! {
+    impl HasIntervalNotifier for Region { self.notifier }
+}
 
+impl InvalidateHandler for Region {
     fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
         let mut slots = if range.blockable() {
             self.pages.lock()
@@ -390,7 +389,7 @@ impl Region {
         }
         let region = Arc::pin_init(
             pin_init!(Region {
-                notifier <- IntervalNotifier::new(),
+                notifier <- IntervalNotifier::new(ARef::from(&**mm)),
                 pages <- new_mutex!(
                     Slots {
                         fills: 0,
@@ -407,7 +406,6 @@ impl Region {
                 verify_links <- ListLinks::new(),
                 verify_track <- AtomicTracker::new(),
                 mm_state,
-                mm: ARef::from(&**mm),
                 addr,
                 len,
                 start,
@@ -442,13 +440,8 @@ impl Region {
         };
         let region = &reg.region;
         // The `Registration` keeps the Arc-pinned region alive until teardown removes the notifier.
-        // SAFETY: `notifier` is at `notifier_offset()` of that region; `region.mm` grabs the mm
-        // for the region's whole life.
-        unsafe {
-            region
-                .notifier
-                .insert::<Region>(region.mm.as_raw(), start, npages * PAGE_SIZE)?
-        };
+        // SAFETY: `notifier` is the `HasIntervalNotifier` field of that region.
+        unsafe { region.notifier.insert(start, npages * PAGE_SIZE)? };
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
         match region.fill(
@@ -473,9 +466,14 @@ impl Region {
         self.cookie
     }
 
+    /// The address space of the region.
+    fn mm(&self) -> &Mm {
+        self.notifier.mm()
+    }
+
     /// Whether the region belongs to the address space `mm`.
     pub(crate) fn is_of(&self, mm: &Mm) -> bool {
-        core::ptr::eq(self.mm.as_raw(), mm.as_raw())
+        core::ptr::eq(self.mm().as_raw(), mm.as_raw())
     }
 
     /// Number of invalidations that overlapped the region so far.
@@ -704,7 +702,7 @@ impl Region {
         }
         let off = self.offset_of(va, len)?;
         let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
-        let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
+        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
             write: how.write,
             nofault: how.nofault,
@@ -766,7 +764,7 @@ impl Region {
         crate::pin::unpin_all(pins.into_iter().flatten().map(|p| p.page));
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
-        PinnedVmCharge::release(&self.mm, self.npages);
+        PinnedVmCharge::release(self.mm(), self.npages);
     }
 }
 

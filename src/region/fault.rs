@@ -37,7 +37,7 @@ impl WorkItem for FaultRequest {
     fn run(this: Pin<KBox<FaultRequest>>) {
         let region = &this.region;
         if !region.cancelled.load(Acquire) {
-            if let Some(mm) = region.mm.mmget_not_zero() {
+            if let Some(mm) = region.mm().mmget_not_zero() {
                 // Failures are seen by the access, which pins again.
                 let _ = crate::pin::fault_in(&mm, this.va, this.write);
             }
@@ -53,7 +53,7 @@ impl Region {
     /// Whether current runs in the region's address space (the owner's process context, where
     /// waiting for a fault, a userfault included, is killable and safe).
     pub(super) fn current_is_owner(&self) -> bool {
-        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm().as_raw()))
     }
 
     /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits

@@ -136,7 +136,7 @@ impl Region {
     /// round. Success does not promise a usable pin (an invalidation may
     /// have won): the caller looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
-        let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
+        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
             write,
             nofault: false,
