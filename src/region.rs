@@ -37,11 +37,8 @@ use kernel::{new_condvar, new_mutex, new_spinlock};
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn vamr_memlock_limit_pages() -> usize;
     fn vamr_task_size() -> usize;
     fn vamr_fatal_signal_pending() -> bool;
-    fn vamr_pinned_vm_add(mm: *mut bindings::mm_struct, npages: isize) -> i64;
-    fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
 }
 
 /// Access the region allows (`VAMR_ACCESS_*`).
@@ -50,6 +47,13 @@ pub(crate) struct Access {
     /// The region may be written: pages are pinned with `FOLL_WRITE` (breaking COW) and marked
     /// dirty when unpinned.
     pub(crate) write: bool,
+}
+
+/// How user space and the events name a region (given at registration, reported in events).
+struct Tag {
+    cookie: u64,
+    handle: u32,
+    events: Option<Arc<EventQueue>>,
 }
 
 /// How many times a re-pin round is retried after racing with an invalidation before the pages
@@ -71,22 +75,6 @@ enum PinCause {
     Access {
         until: usize,
     },
-}
-
-/// One pinned page of a region.
-struct PagePin {
-    page: PinnedPage,
-    /// Set by an invalidation over the page: the mapping may have changed, so accesses do not
-    /// use the pin until the verify pass (or an access that pins again) checked it against the
-    /// page table.
-    suspect: bool,
-}
-
-impl PagePin {
-    /// Whether an access (a write when `write`) may use the pin as it is.
-    fn usable(&self, write: bool) -> bool {
-        !self.suspect && (!write || self.page.writable())
-    }
 }
 
 /// What a prefetch asks for (`VAMR_PREFETCH_*`, the advice of `ibv_advise_mr()`).
@@ -112,19 +100,12 @@ impl Prefetch {
     }
 }
 
-/// The pin table of a region, under [`Region::table`]: one entry per page of the region;
-/// `None` is an absent page. A `KVVec`: 16 bytes per page, so large regions need more than
-/// kmalloc gives. A pin may be a read pin even in a writable region (read prefetch, on-demand
-/// read); writes need a write pin and upgrade. Teardown empties it (an access that then looks a
-/// page up finds nothing and takes the slow path, which sees the region dead).
-type PinTable = KVVec<Option<PagePin>>;
-
-/// Most slots an invalidation visits per hold of [`Region::table`]: bounds the time a run of
-/// the data path waits for it (the invalidation itself has not returned until it visited all).
-const TABLE_CHUNK: usize = 4096;
-
-/// Bookkeeping of a region, under [`Region::pages`].
-struct Slots {
+/// The fields of a region that its [`Region::pages`] mutex protects, as binder's `ProcessInner`
+/// is the part of a `Process` under its lock.
+///
+/// The pin table has a lock of its own ([`Region::table`], a spinlock, for the data path), but
+/// every writer of the table holds this lock too (see the [`Region`] invariants).
+struct RegionInner {
     /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
     /// so that no pin round outlives the region's registration.
     fills: usize,
@@ -138,6 +119,14 @@ struct Slots {
     /// A fault request of this region is queued or running (at most one at a time).
     fault_pending: bool,
 }
+
+mod fault;
+mod io;
+mod table;
+mod verify;
+
+pub(crate) use io::{AtomicOp, Dir};
+use table::{PagePin, PinTable, PinnedVmCharge, TABLE_CHUNK};
 
 /// A registered VA range with virtual-address semantics.
 ///
@@ -154,8 +143,9 @@ struct Slots {
 ///   out) under `table` before it returns, and an access copies only through pins it found
 ///   usable under `table`, holding it for the copy: so no page is touched after the
 ///   invalidation that covered it returned, until the page table was read again and showed the
-///   same page at the VA. Slots change only with both `pages` and `table` held. Every suspect pin lies in `pages.suspect`, and the region is then
-///   queued on its mm's verify queue (or the pass that will clear it is running).
+///   same page at the VA. RegionInner change only with both `pages` and `table` held. Every suspect
+///   pin lies in `pages.suspect`, and the region is then queued on its mm's verify queue (or
+///   the pass that will clear it is running).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
@@ -163,34 +153,40 @@ struct Slots {
 ///   rounds; when [`Region::teardown`] returns, no [`Region::fill`] runs and no pin is left.
 ///
 /// [`PIN_BATCH`]: crate::pin::PIN_BATCH
-mod fault;
-mod io;
-mod verify;
-
-pub(crate) use io::{AtomicOp, Dir};
-
+///
+/// # Lock order
+///
+/// `pages` (mutex) first; under it, any one of `table` (spinlock), the events ring of
+/// `events` (`EventQueue`'s spinlock, taken by `invalidate` to push a record) and the
+/// verify queue of `mm_state` (`MmState::pending`). `table` is innermost: nothing is taken under
+/// it. The order is written again next to each lock.
 #[pin_data]
 pub(crate) struct Region {
     /// The subscription over `[start, start + npages * PAGE_SIZE)`; holds the mm.
     #[pin]
     notifier: IntervalNotifier<Region>,
-    /// Bookkeeping (fills, suspect range, death, fault requests). Lock rules: taken by the
-    /// invalidate callback, which can run under reclaim and with `mmap_lock` or folio locks
-    /// held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no `mmap_lock`, no user
-    /// copies (they may fault), nothing that sleeps for long. Every writer of [`Region::table`]
-    /// holds it: it serialises invalidations, commits, the verify pass and teardown.
+    /// Bookkeeping ([`RegionInner`]: fills, suspect range, death, fault requests). Lock rules:
+    /// taken by the invalidate callback, which can run under reclaim and with `mmap_lock` or
+    /// folio locks held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no
+    /// `mmap_lock`, no user copies (they may fault), nothing that sleeps for long. Every writer
+    /// of [`Region::table`] holds it: it serialises invalidations, commits, the verify pass and
+    /// teardown.
     ///
-    /// Lock order: `pages` (mutex) before `table` (spinlock); nothing else is taken under
-    /// either, except the folio/mapping locks of `set_page_dirty()` under `pages` when an
-    /// invalidation unpins.
+    /// Lock order: the outermost lock of the region. Taken under it: `table`; the events ring
+    /// (`EventQueue`'s spinlock, an invalidation pushes its record); the mm's verify queue
+    /// (`MmState::pending`); and the folio/mapping locks of `set_page_dirty()` when an
+    /// invalidation unpins. Never taken under any of them.
     #[pin]
-    pages: Mutex<Slots>,
+    pages: Mutex<RegionInner>,
     /// The pins ([`PinTable`]). The data path's read side: an access takes only this lock,
     /// once per run of up to [`io::RUN_PAGES`] pages, and copies through the pins it finds
     /// usable while holding it; so it never sleeps and touches no shared line but the
     /// region's own. Writers hold `pages` too. Held for at most [`TABLE_CHUNK`] slots or one
     /// run; nothing that sleeps, allocates or faults runs under it, and no pin is released
     /// under it (pins taken out are released after it is dropped).
+    ///
+    /// Lock order: innermost. Taken alone (the data path) or under `pages` (every writer);
+    /// nothing is taken under it.
     #[pin]
     table: SpinLock<PinTable>,
     /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
@@ -240,7 +236,7 @@ impl_has_interval_notifier! {
 
 impl InvalidateHandler for Region {
     fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
-        let mut slots = if range.blockable() {
+        let mut inner = if range.blockable() {
             self.pages.lock()
         } else {
             match self.pages.try_lock() {
@@ -300,8 +296,8 @@ impl InvalidateHandler for Region {
             self.stats.add(Kind::PagesUnpinned, dropped);
             self.stats.sub(Kind::PagesPinned, dropped);
             if event == Event::Release {
-                slots.dead = true;
-                slots.suspect = (0, 0);
+                inner.dead = true;
+                inner.suspect = (0, 0);
             }
             return true;
         }
@@ -322,9 +318,9 @@ impl InvalidateHandler for Region {
             drop(table);
             idx = end;
         }
-        if marked && !slots.dead {
-            let (sa, sb) = slots.suspect;
-            slots.suspect = if sa < sb {
+        if marked && !inner.dead {
+            let (sa, sb) = inner.suspect;
+            inner.suspect = if sa < sb {
                 (sa.min(a), sb.max(b))
             } else {
                 (a, b)
@@ -375,53 +371,30 @@ impl Region {
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
         let mm_slot = MmSlot::take(mm)?;
-        let mm_state = mm_slot.state().clone();
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
         if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
             return Err(EFAULT);
         }
         let charge = PinnedVmCharge::new(mm, npages)?;
-
-        let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
-        let mut pins = KVVec::with_capacity(npages, flags)?;
-        for _ in 0..npages {
-            pins.push(None, flags)?;
-        }
-        let region = Arc::pin_init(
-            pin_init!(Region {
-                notifier <- IntervalNotifier::new(ARef::from(&**mm)),
-                pages <- new_mutex!(
-                    Slots {
-                        fills: 0,
-                        suspect: (0, 0),
-                        dead: false,
-                        faults_done: 0,
-                        fault_pending: false,
-                    },
-                    "vamr_region_pages"
-                ),
-                table <- new_spinlock!(pins, "vamr_region_table"),
-                idle <- new_condvar!("vamr_region_idle"),
-                fault_done <- new_condvar!("vamr_region_fault_done"),
-                verify_links <- ListLinks::new(),
-                verify_track <- AtomicTracker::new(),
-                mm_state,
-                addr,
-                len,
-                start,
-                npages,
-                access,
-                cookie,
-                handle,
-                events,
-                torn_down: Atomic::new(false),
-                cancelled: Atomic::new(false),
-                generation: Atomic::new(0),
-                stats: Counters::new(),
-            }),
-            GFP_KERNEL,
-        )?;
-        // From here on the charge belongs to the region (released by teardown).
+        let tag = Tag {
+            cookie,
+            handle,
+            events,
+        };
+        let state = mm_slot.state().clone();
+        let mm_ref = ARef::from(&**mm);
+        let new = Region::new(
+            mm_ref,
+            state,
+            addr,
+            len,
+            access,
+            tag,
+            table::new_table(npages)?,
+        );
+        let region = Arc::pin_init(new, GFP_KERNEL)?;
+        // INVARIANT: from here on the charge of the `npages` pages belongs to the region
+        // (returned by teardown).
         charge.commit();
         // Teach lockdep that the region lock is taken inside reclaim (by the invalidate
         // callback), so that any allocation under it is reported at once, as umem_odp.c does.
@@ -438,22 +411,55 @@ impl Region {
             region,
             _slot: mm_slot,
         };
-        let region = &reg.region;
-        // The `Registration` keeps the Arc-pinned region alive until teardown removes the notifier.
-        // SAFETY: `notifier` is the `HasIntervalNotifier` field of that region.
-        unsafe { region.notifier.insert(start, npages * PAGE_SIZE)? };
-        // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
-        // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
-        match region.fill(
-            mm,
-            0,
+        // On failure, dropping `reg` tears the region down.
+        reg.insert_and_fill(mm)?;
+        Ok(reg)
+    }
+
+    /// A region of `mm` over `[addr, addr + len)` with the pin table `table` (one absent slot
+    /// per page of the cover), not inserted: see [`Registration::insert_and_fill`].
+    fn new(
+        mm: ARef<Mm>,
+        mm_state: Arc<MmState>,
+        addr: usize,
+        len: usize,
+        access: Access,
+        tag: Tag,
+        table: PinTable,
+    ) -> impl PinInit<Self> {
+        let start = addr - addr % PAGE_SIZE;
+        let npages = table.len();
+        pin_init!(Region {
+            notifier <- IntervalNotifier::new(mm),
+            pages <- new_mutex!(
+                RegionInner {
+                    fills: 0,
+                    suspect: (0, 0),
+                    dead: false,
+                    faults_done: 0,
+                    fault_pending: false,
+                },
+                "vamr_region_pages"
+            ),
+            table <- new_spinlock!(table, "vamr_region_table"),
+            idle <- new_condvar!("vamr_region_idle"),
+            fault_done <- new_condvar!("vamr_region_fault_done"),
+            verify_links <- ListLinks::new(),
+            verify_track <- AtomicTracker::new(),
+            mm_state,
+            addr,
+            len,
+            start,
             npages,
-            PinCause::Register,
-            region.registration_mode(),
-        ) {
-            Ok(_) | Err(EFAULT) => Ok(reg),
-            Err(e) => Err(e),
-        }
+            access,
+            cookie: tag.cookie,
+            handle: tag.handle,
+            events: tag.events,
+            torn_down: Atomic::new(false),
+            cancelled: Atomic::new(false),
+            generation: Atomic::new(0),
+            stats: Counters::new(),
+        })
     }
 
     /// The registered byte range `(addr, len)`.
@@ -527,8 +533,8 @@ impl Region {
     /// (absent, suspect, or a read pin where `mode` writes), or `None` when there is none.
     /// Errors: `EFAULT` when the region is dead.
     fn next_gap(&self, idx: usize, end: usize, mode: PinMode) -> Result<Option<(usize, usize)>> {
-        let slots = self.pages.lock();
-        if slots.dead {
+        let inner = self.pages.lock();
+        if inner.dead {
             return Err(EFAULT);
         }
         let needs = |p: &Option<PagePin>| match p {
@@ -643,13 +649,13 @@ impl Region {
     fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
         // Room for the duplicates, allocated before the lock (no allocation under it).
         let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
-        let slots = self.pages.lock();
-        if slots.dead {
-            drop(slots);
+        let inner = self.pages.lock();
+        if inner.dead {
+            drop(inner);
             return Err(EFAULT);
         }
         if self.notifier.read_retry(seq) {
-            drop(slots);
+            drop(inner);
             return Ok(None);
         }
         let mut committed = 0;
@@ -681,7 +687,7 @@ impl Region {
             }
         }
         drop(table);
-        drop(slots);
+        drop(inner);
         self.stats.add(Kind::PagesPinned, added);
         // `extra` is dropped (unpinned) here, outside the lock.
         Ok(Some(committed))
@@ -729,9 +735,9 @@ impl Region {
         if how.nofault {
             return Ok(pinned);
         }
-        let slots = self.pages.lock();
+        let inner = self.pages.lock();
         let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
-        if slots.dead || !self.table.lock()[a..b].iter().any(usable) {
+        if inner.dead || !self.table.lock()[a..b].iter().any(usable) {
             return Err(EFAULT);
         }
         Ok(pinned)
@@ -750,14 +756,14 @@ impl Region {
         self.pages.lock().dead = true;
         self.notifier.remove();
         let pins = {
-            let mut slots = self.pages.lock();
+            let mut inner = self.pages.lock();
             // Wait for pin rounds in progress: each ends within one batch once it sees the
             // region cancelled (see `fill`), and its uncommitted pins are dropped before it
             // leaves, so none outlives the registration.
-            while slots.fills > 0 {
-                self.idle.wait(&mut slots);
+            while inner.fills > 0 {
+                self.idle.wait(&mut inner);
             }
-            slots.suspect = (0, 0);
+            inner.suspect = (0, 0);
             core::mem::take(&mut *self.table.lock())
         };
         let dropped = pins.iter().filter(|p| p.is_some()).count();
@@ -768,30 +774,30 @@ impl Region {
     }
 }
 
-/// One [`Region::fill`] in progress, counted in `Slots::fills`.
+/// One [`Region::fill`] in progress, counted in [`RegionInner::fills`].
 struct FillGuard<'a>(&'a Region);
 
 impl<'a> FillGuard<'a> {
     /// Counts a pin round in. Errors: `EFAULT` when the region is dead, `ECANCELED` when it is
     /// cancelled (teardown sets both before it waits, so no round starts after that).
     fn enter(region: &'a Region) -> Result<Self> {
-        let mut slots = region.pages.lock();
-        if slots.dead {
+        let mut inner = region.pages.lock();
+        if inner.dead {
             return Err(EFAULT);
         }
         if region.cancelled.load(Acquire) {
             return Err(ECANCELED);
         }
-        slots.fills += 1;
+        inner.fills += 1;
         Ok(FillGuard(region))
     }
 }
 
 impl Drop for FillGuard<'_> {
     fn drop(&mut self) {
-        let mut slots = self.0.pages.lock();
-        slots.fills -= 1;
-        if slots.fills == 0 {
+        let mut inner = self.0.pages.lock();
+        inner.fills -= 1;
+        if inner.fills == 0 {
             self.0.idle.notify_all();
         }
     }
@@ -809,6 +815,35 @@ impl Registration {
     /// Another reference to the region, for an access that must not hold the caller's lock.
     pub(crate) fn region(&self) -> Arc<Region> {
         self.region.clone()
+    }
+
+    /// The second step of [`Region::register`]: inserts the notifier over the page cover, then
+    /// pins what is mapped there. Called once, by `register`; on error the caller drops `self`,
+    /// which tears the region down. Errors: `ENOMEM`, `EINTR`, `EHWPOISON` and other GUP
+    /// errors but `EFAULT`. Sleeps.
+    fn insert_and_fill(&self, mm: &MmWithUser) -> Result {
+        let region = &self.region;
+        // SAFETY: `notifier` is the `HasIntervalNotifier` field of the region, which lives
+        // pinned in an `Arc`; `self` keeps it alive until its `Drop` tears the region down,
+        // which removes the notifier.
+        unsafe {
+            region
+                .notifier
+                .insert(region.start, region.npages * PAGE_SIZE)?
+        };
+        // INVARIANT: the notifier is inserted over the page cover until teardown.
+        // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
+        // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
+        match region.fill(
+            mm,
+            0,
+            region.npages,
+            PinCause::Register,
+            region.registration_mode(),
+        ) {
+            Ok(_) | Err(EFAULT) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -835,50 +870,6 @@ pub(crate) fn page_cover(addr: usize, len: usize) -> Result<(usize, usize)> {
     let end = end.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)?;
     let start = addr - addr % PAGE_SIZE;
     Ok((start, (end - start) / PAGE_SIZE))
-}
-
-/// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.
-struct PinnedVmCharge<'a> {
-    mm: &'a Mm,
-    npages: usize,
-}
-
-impl<'a> PinnedVmCharge<'a> {
-    /// Charges `npages` to `mm->pinned_vm`. Errors: `ENOMEM` when the total would exceed
-    /// `RLIMIT_MEMLOCK` of current and current lacks `CAP_IPC_LOCK` (the check of
-    /// `ib_umem_get()` in drivers/infiniband/core/umem.c).
-    fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
-        // SAFETY: `mm` is a valid mm (we hold a reference).
-        let total = unsafe { vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
-        let charge = PinnedVmCharge { mm, npages };
-        // SAFETY: no preconditions; reads current's rlimit.
-        let limit = unsafe { vamr_memlock_limit_pages() };
-        if total as u64 > limit as u64 {
-            // SAFETY: `capable()` may be called from process context with any capability.
-            let privileged = unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) };
-            if !privileged {
-                return Err(ENOMEM);
-            }
-        }
-        Ok(charge)
-    }
-
-    /// Keeps the charge (it will be returned with [`PinnedVmCharge::release`]).
-    fn commit(self) {
-        core::mem::forget(self);
-    }
-
-    /// Returns a committed charge of `npages` to `mm`.
-    fn release(mm: &Mm, npages: usize) {
-        // SAFETY: `mm` is a valid mm (we hold a reference).
-        unsafe { vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
-    }
-}
-
-impl Drop for PinnedVmCharge<'_> {
-    fn drop(&mut self) {
-        Self::release(self.mm, self.npages);
-    }
 }
 
 #[kunit_tests(vamr_kunit_region)]

@@ -42,9 +42,9 @@ impl WorkItem for FaultRequest {
                 let _ = crate::pin::fault_in(&mm, this.va, this.write);
             }
         }
-        let mut slots = region.pages.lock();
-        slots.fault_pending = false;
-        slots.faults_done += 1;
+        let mut inner = region.pages.lock();
+        inner.fault_pending = false;
+        inner.faults_done += 1;
         region.fault_done.notify_all();
     }
 }
@@ -72,10 +72,10 @@ impl Region {
     pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
         let va = self.start + idx * PAGE_SIZE;
         let (ticket, ask) = {
-            let mut slots = self.pages.lock();
-            let ask = !slots.fault_pending;
-            slots.fault_pending = true;
-            (slots.faults_done, ask)
+            let mut inner = self.pages.lock();
+            let ask = !inner.fault_pending;
+            inner.fault_pending = true;
+            (inner.faults_done, ask)
         };
         if ask {
             // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference
@@ -93,8 +93,8 @@ impl Region {
             let request = match request {
                 Ok(request) => request,
                 Err(e) => {
-                    let mut slots = self.pages.lock();
-                    slots.fault_pending = false;
+                    let mut inner = self.pages.lock();
+                    inner.fault_pending = false;
                     self.fault_done.notify_all();
                     return Err(e);
                 }
@@ -103,15 +103,15 @@ impl Region {
             crate::fault_workqueue_get().enqueue(request);
             self.stats.add(Kind::FaultRequests, 1);
         }
-        let mut slots = self.pages.lock();
-        while slots.faults_done == ticket {
-            if slots.dead {
+        let mut inner = self.pages.lock();
+        while inner.faults_done == ticket {
+            if inner.dead {
                 return Err(EFAULT);
             }
             if self.cancelled.load(Acquire) {
                 return Err(ECANCELED);
             }
-            if self.fault_done.wait_interruptible(&mut slots) {
+            if self.fault_done.wait_interruptible(&mut inner) {
                 return Err(EINTR);
             }
         }
