@@ -2,15 +2,18 @@
 
 //! A small safe layer over `mmu_interval_notifier` (`include/linux/mmu_notifier.h`).
 //!
-//! [`IntervalNotifier`] is the C subscription embedded in an owner that must stay pinned while it
-//! is inserted. The owner implements [`InvalidateHandler`]; [`IntervalNotifier::ops`] builds the
-//! C ops table that forwards `invalidate` to it. The static inlines of the C header are reached
-//! through `src/vamr_glue.c`.
+//! [`IntervalNotifier<H>`] is the C subscription, with a reference to its mm, embedded in an
+//! owner `H` that must stay pinned while it is inserted. The owner names the field with
+//! [`impl_has_interval_notifier!`] (as `kernel::workqueue::impl_has_work!` names a `Work`) and
+//! implements [`InvalidateHandler`]; the C ops table of `H` forwards `invalidate` to it. The
+//! static inlines of the C header are reached through `src/vamr_glue.c`.
 
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::bindings;
+use kernel::mm::Mm;
 use kernel::prelude::*;
+use kernel::sync::aref::ARef;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Release};
 use kernel::types::Opaque;
 
 // The kernel's own `bindings` crate allows `improper_ctypes` for these types too: they are
@@ -155,16 +158,54 @@ impl SeqToken<'_> {
     }
 }
 
-/// The owner of an [`IntervalNotifier`].
+/// Declares that a type embeds an [`IntervalNotifier<Self>`], the way
+/// [`kernel::workqueue::impl_has_work!`] declares a `Work` field:
+///
+/// ```ignore
+/// impl_has_interval_notifier! {
+///     impl HasIntervalNotifier for Region { self.notifier }
+/// }
+/// ```
+///
+/// The implementation only compiles if the named field is an `IntervalNotifier<Self>`, so the
+/// owner offset it derives cannot be wrong.
+macro_rules! impl_has_interval_notifier {
+    ($(impl HasIntervalNotifier for $self:ty { self.$field:ident })*) => {$(
+        // SAFETY: `container_of!` steps back by the offset of `$field`, and only compiles if
+        // `$field` is an `IntervalNotifier<$self>` field of `$self`.
+        unsafe impl $crate::notifier::HasIntervalNotifier for $self {
+            #[inline]
+            unsafe fn notifier_container_of(
+                ptr: *mut $crate::notifier::IntervalNotifier<Self>,
+            ) -> *mut Self {
+                // SAFETY: the caller promises that `ptr` points at the `$field` field of a
+                // `Self`, so stepping back by its offset stays in that `Self`.
+                unsafe { ::kernel::container_of!(ptr, Self, $field) }
+            }
+        }
+    )*};
+}
+pub(crate) use impl_has_interval_notifier;
+
+/// A type that embeds an [`IntervalNotifier<Self>`].
+///
+/// Implement it with [`impl_has_interval_notifier!`].
 ///
 /// # Safety
 ///
-/// `notifier_offset()` must return the byte offset of the owner's `IntervalNotifier` field, and
-/// the owner must stay pinned (not move, not be freed) while the notifier is inserted.
-pub(crate) unsafe trait InvalidateHandler: Sized + Send + Sync {
-    /// `offset_of!(Self, <notifier field>)`.
-    fn notifier_offset() -> usize;
+/// [`HasIntervalNotifier::notifier_container_of`] must return the `Self` whose
+/// `IntervalNotifier<Self>` field `ptr` points at.
+pub(crate) unsafe trait HasIntervalNotifier: Sized {
+    /// The `Self` that contains the notifier at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point at the `IntervalNotifier<Self>` field of a `Self`.
+    unsafe fn notifier_container_of(ptr: *mut IntervalNotifier<Self>) -> *mut Self;
+}
 
+/// The owner of an [`IntervalNotifier<Self>`]: receives its invalidations.
+pub(crate) trait InvalidateHandler: HasIntervalNotifier + Send + Sync {
     /// The mapping of `range` (which overlaps the subscription) is about to change. Must call
     /// `seq.set_seq()` under the handler's lock, and must not touch the old pages after
     /// returning `true`. Returns `false` only when `range.blockable()` is false and the work
@@ -173,27 +214,32 @@ pub(crate) unsafe trait InvalidateHandler: Sized + Send + Sync {
     fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool;
 }
 
-/// An `mmu_interval_notifier` subscription over one VA range of an `mm`.
+/// An `mmu_interval_notifier` subscription over one VA range of an `mm`, embedded in an `H`
+/// that receives its invalidations.
 ///
 /// # Invariants
 ///
-/// `inserted` is true exactly while `inner` is in the mm's interval tree (between a successful
-/// [`IntervalNotifier::insert`] and [`IntervalNotifier::remove`]); it is changed only by those
-/// two, which the owner calls once each and not concurrently.
+/// - `inserted` is true exactly while `inner` is in the interval tree of `mm` (between a
+///   successful [`IntervalNotifier::insert`] and [`IntervalNotifier::remove`]); it is changed
+///   only by those two, which the owner calls once each and not concurrently.
+/// - `was_inserted` is set once `inner` was inserted, and never cleared: from then on
+///   `inner.mm` is `mm`, which `self` keeps grabbed (`mmgrab`) for its whole life.
 #[pin_data]
-pub(crate) struct IntervalNotifier {
+pub(crate) struct IntervalNotifier<H> {
     #[pin]
     inner: Opaque<bindings::mmu_interval_notifier>,
-    inserted: AtomicBool,
-    /// Set once by a successful `insert`, never cleared.
-    was_inserted: AtomicBool,
+    /// The address space (`mmgrab` reference: keeps `struct mm_struct`, not the mappings).
+    mm: ARef<Mm>,
+    inserted: Atomic<bool>,
+    was_inserted: Atomic<bool>,
+    _owner: PhantomData<fn(&H)>,
 }
 
 // SAFETY: the C subscription is only touched through the kernel's mmu_interval_* functions,
-// which are thread safe; `inserted` is atomic.
-unsafe impl Send for IntervalNotifier {}
+// which are thread safe; the flags are atomic and `ARef<Mm>` is `Send`.
+unsafe impl<H> Send for IntervalNotifier<H> {}
 // SAFETY: as above; `&self` methods only call thread-safe kernel functions.
-unsafe impl Sync for IntervalNotifier {}
+unsafe impl<H> Sync for IntervalNotifier<H> {}
 
 struct OpsTable<H>(PhantomData<H>);
 
@@ -208,23 +254,22 @@ impl<H: InvalidateHandler> OpsTable<H> {
     ///
     /// Called by the mm core with an inserted subscription of an `H` (see
     /// [`IntervalNotifier::insert`]) and a valid range. By `insert`'s contract, `sub` is the
-    /// `inner` field (`Opaque` is `repr(transparent)`) of an `IntervalNotifier` that is the field
-    /// at `H::notifier_offset()` of a live, pinned `H`, valid until `remove` returns, and
-    /// `remove` waits for running callbacks.
+    /// `inner` field (`Opaque` is `repr(transparent)`) of an `IntervalNotifier<H>` embedded in a
+    /// live, pinned `H`, valid until `remove` returns, and `remove` waits for running callbacks.
     unsafe extern "C" fn invalidate(
         sub: *mut bindings::mmu_interval_notifier,
         range: *const bindings::mmu_notifier_range,
         cur_seq: usize,
     ) -> bool {
-        // SAFETY: per this function's contract, stepping back by the two field offsets from `sub`
-        // stays inside a live `H` that outlives the callback.
+        // SAFETY: per this function's contract, `sub` is the `inner` field of an
+        // `IntervalNotifier<H>` field of a live `H` that outlives the callback.
         let owner = unsafe {
-            let notifier: *mut IntervalNotifier = kernel::container_of!(
+            let notifier: *mut IntervalNotifier<H> = kernel::container_of!(
                 sub.cast::<Opaque<bindings::mmu_interval_notifier>>(),
-                IntervalNotifier,
+                IntervalNotifier<H>,
                 inner
             );
-            &*notifier.byte_sub(H::notifier_offset()).cast::<H>()
+            &*H::notifier_container_of(notifier)
         };
         // SAFETY: the mm core passes a valid range that lives for the call.
         let raw = unsafe { &*range };
@@ -238,57 +283,62 @@ impl<H: InvalidateHandler> OpsTable<H> {
     }
 }
 
-impl IntervalNotifier {
-    /// A subscription that is not inserted yet.
-    pub(crate) fn new() -> impl PinInit<Self> {
+impl<H: InvalidateHandler> IntervalNotifier<H> {
+    /// A subscription over a range of `mm`, not inserted yet.
+    pub(crate) fn new(mm: ARef<Mm>) -> impl PinInit<Self> {
+        // INVARIANT: not inserted.
         pin_init!(Self {
             inner <- Opaque::uninit(),
-            inserted: AtomicBool::new(false),
-            was_inserted: AtomicBool::new(false),
+            mm,
+            inserted: Atomic::new(false),
+            was_inserted: Atomic::new(false),
+            _owner: PhantomData,
         })
     }
 
-    /// Inserts the subscription over `[start, start + len)` of `mm`, delivering invalidations to
-    /// `H::invalidate` of the owner that embeds `self`.
+    /// Inserts the subscription over `[start, start + len)` of its mm, delivering invalidations
+    /// to `H::invalidate` of the owner that embeds `self`.
     ///
     /// Errors: those of `mmu_interval_notifier_insert()` (`ENOMEM`). Process context, may sleep;
     /// takes `mmap_lock` for writing briefly if the mm has no notifier subscription yet.
     ///
     /// # Safety
     ///
-    /// `self` must be the field at `H::notifier_offset()` of a pinned `H`, which must stay valid
-    /// until [`IntervalNotifier::remove`] returns; `mm` must be a valid mm with a reference
-    /// (`mmgrab`) held for as long as `self` lives.
-    pub(crate) unsafe fn insert<H: InvalidateHandler>(
-        &self,
-        mm: *mut bindings::mm_struct,
-        start: usize,
-        len: usize,
-    ) -> Result {
-        let this = self;
-        // SAFETY: `inner` is pinned memory owned by us; `mm` is valid per the caller; the ops
-        // table is a `const` promoted to a static.
+    /// `self` must be the [`HasIntervalNotifier`] field of a pinned `H`, which must stay valid
+    /// until [`IntervalNotifier::remove`] returns.
+    pub(crate) unsafe fn insert(&self, start: usize, len: usize) -> Result {
+        // SAFETY: `inner` is pinned memory owned by us; `mm` is valid (we hold a reference);
+        // the ops table is a `const` promoted to a static.
         let ret = unsafe {
             bindings::mmu_interval_notifier_insert(
-                this.inner.get(),
-                mm,
+                self.inner.get(),
+                self.mm.as_raw(),
                 start,
                 len,
                 &OpsTable::<H>::OPS,
             )
         };
         kernel::error::to_result(ret)?;
-        this.inserted.store(true, Ordering::Release);
-        this.was_inserted.store(true, Ordering::Release);
+        // INVARIANT: `inner` is in the interval tree of `mm`, which `self` grabs.
+        self.inserted.store(true, Release);
+        self.was_inserted.store(true, Release);
         Ok(())
+    }
+}
+
+impl<H> IntervalNotifier<H> {
+    /// The address space of the subscription.
+    pub(crate) fn mm(&self) -> &Mm {
+        &self.mm
     }
 
     /// Removes the subscription. On return no `invalidate` call runs or will run. No-op when not
     /// inserted. Process context, may sleep (waits for running invalidations); must not be
     /// called from `invalidate` itself.
     pub(crate) fn remove(&self) {
-        if self.inserted.swap(false, Ordering::AcqRel) {
-            // SAFETY: `inner` was inserted (type invariant) and the swap makes this the only
+        // INVARIANT: the exchange clears `inserted` and makes this call the one removal.
+        if self.inserted.xchg(false, Full) {
+            // SAFETY: `inner` was inserted (type invariant) and the exchange makes this the only
             // removal.
             unsafe { bindings::mmu_interval_notifier_remove(self.inner.get()) };
         }
@@ -302,11 +352,11 @@ impl IntervalNotifier {
     /// then discard what it read, e.g. by checking its own "dead" state under its lock).
     /// Returns 0 without calling into the kernel if the subscription was never inserted.
     pub(crate) fn read_begin(&self) -> usize {
-        if !self.was_inserted.load(Ordering::Acquire) {
+        if !self.was_inserted.load(Acquire) {
             return 0;
         }
-        // Inserted or removed since, `inner.mm` is the mm the owner grabs for `self`'s whole life
-        // (the `insert` contract), and its notifier subscriptions live until the mm is freed.
+        // Inserted or removed since, `inner.mm` is `self.mm`, grabbed for `self`'s whole life
+        // (type invariant), and its notifier subscriptions live until the mm is freed.
         // SAFETY: so the call reads valid memory whether or not `inner` is still inserted.
         unsafe { bindings::mmu_interval_read_begin(self.inner.get()) as usize }
     }
@@ -322,12 +372,12 @@ impl IntervalNotifier {
     /// mm (`mmget`), and must still check [`IntervalNotifier::read_retry`] under its lock
     /// before it uses the result.
     pub(crate) fn snapshot(&self, seq: usize, start: usize, out: &mut [usize]) -> Result {
-        if !self.was_inserted.load(Ordering::Acquire) {
+        if !self.was_inserted.load(Acquire) {
             return Err(EFAULT);
         }
         let (sub, n, pfns) = (self.inner.get(), out.len(), out.as_mut_ptr());
-        // SAFETY: `inner` was inserted: its `mm` is grabbed for `self`'s life (`insert`'s
-        // contract) and the caller holds a user reference on it; `pfns` has room for `n`.
+        // SAFETY: `inner` was inserted: its `mm` is `self.mm`, grabbed for `self`'s life (type
+        // invariant), and the caller holds a user reference on it; `pfns` has room for `n`.
         let ret = unsafe { vamr_snapshot(sub, seq, start, n, pfns) };
         kernel::error::to_result(ret)
     }
@@ -336,7 +386,7 @@ impl IntervalNotifier {
     /// `seq`. Must be called with the lock the handler holds around `set_seq()`.
     /// Always true for a subscription that was never inserted.
     pub(crate) fn read_retry(&self, seq: usize) -> bool {
-        if !self.was_inserted.load(Ordering::Acquire) {
+        if !self.was_inserted.load(Acquire) {
             return true;
         }
         // SAFETY: `insert` initialized `inner`; this only reads its `invalidate_seq` field.

@@ -19,27 +19,26 @@
 
 use crate::events::EventQueue;
 use crate::mm_state::{MmSlot, MmState};
-use crate::notifier::{Event, IntervalNotifier, InvalidateHandler, Range, SeqToken};
-use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, PIN_BATCH};
+use crate::notifier::{
+    impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
+};
+use crate::pin::{PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::uapi;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::bindings;
 use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn vamr_memlock_limit_pages() -> usize;
     fn vamr_task_size() -> usize;
     fn vamr_fatal_signal_pending() -> bool;
-    fn vamr_pinned_vm_add(mm: *mut bindings::mm_struct, npages: isize) -> i64;
-    fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
 }
 
 /// Access the region allows (`VAMR_ACCESS_*`).
@@ -50,79 +49,19 @@ pub(crate) struct Access {
     pub(crate) write: bool,
 }
 
-/// How many times a re-pin round is retried after racing with an invalidation before the pages
-/// are left absent (to be pinned on the next access).
-const REPIN_ATTEMPTS: u32 = 16;
-
-/// Why pages are being pinned (for the counters).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum PinCause {
-    Register,
-    /// The verify pass found another page mapped in place of a suspect pin's.
-    Verify,
-    /// A prefetch: pages that cannot be pinned are skipped.
-    OnDemand,
-    /// An access: pins from its current page to the end of the access (page index `until`
-    /// excluded) and a window after it ([`io::AHEAD_PAGES`]), and stops at the first page that
-    /// cannot be pinned (the access fails there if it is its own). The window never faults a
-    /// userfaultfd-registered VMA (see [`pin_user_range`]).
-    Access {
-        until: usize,
-    },
+/// How user space and the events name a region (given at registration, reported in events).
+struct Tag {
+    cookie: u64,
+    handle: u32,
+    events: Option<Arc<EventQueue>>,
 }
 
-/// One pinned page of a region.
-struct PagePin {
-    page: PinnedPage,
-    /// Set by an invalidation over the page: the mapping may have changed, so accesses do not
-    /// use the pin until the verify pass (or an access that pins again) checked it against the
-    /// page table.
-    suspect: bool,
-}
-
-impl PagePin {
-    /// Whether an access (a write when `write`) may use the pin as it is.
-    fn usable(&self, write: bool) -> bool {
-        !self.suspect && (!write || self.page.writable())
-    }
-}
-
-/// What a prefetch asks for (`VAMR_PREFETCH_*`, the advice of `ibv_advise_mr()`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Prefetch {
-    /// Pin for writing (`..._PREFETCH_WRITE`); otherwise for reading.
-    pub(crate) write: bool,
-    /// Pin only pages present in the page table, never fault (`..._PREFETCH_NO_FAULT`).
-    pub(crate) nofault: bool,
-}
-
-impl Prefetch {
-    /// Decodes `VAMR_PREFETCH_*` flags. Errors: `EINVAL` for unknown bits, or WRITE together
-    /// with NO_FAULT (a no-fault prefetch pins for reading only, as ODP's snapshot does).
-    pub(crate) fn from_flags(flags: u32) -> Result<Self> {
-        if flags & !uapi::PREFETCH_KNOWN != 0 || flags == uapi::PREFETCH_KNOWN {
-            return Err(EINVAL);
-        }
-        Ok(Prefetch {
-            write: flags & uapi::PREFETCH_WRITE != 0,
-            nofault: flags & uapi::PREFETCH_NO_FAULT != 0,
-        })
-    }
-}
-
-/// The pin table of a region, under [`Region::table`]: one entry per page of the region;
-/// `None` is an absent page. A `KVVec`: 16 bytes per page, so large regions need more than
-/// kmalloc gives. A pin may be a read pin even in a writable region (read prefetch, on-demand
-/// read); writes need a write pin and upgrade. Teardown empties it (an access that then looks a
-/// page up finds nothing and takes the slow path, which sees the region dead).
-type PinTable = KVVec<Option<PagePin>>;
-
-/// Most slots an invalidation visits per hold of [`Region::table`]: bounds the time a run of
-/// the data path waits for it (the invalidation itself has not returned until it visited all).
-const TABLE_CHUNK: usize = 4096;
-
-/// Bookkeeping of a region, under [`Region::pages`].
-struct Slots {
+/// The fields of a region that its [`Region::pages`] mutex protects, as binder's `ProcessInner`
+/// is the part of a `Process` under its lock.
+///
+/// The pin table has a lock of its own ([`Region::table`], a spinlock, for the data path), but
+/// every writer of the table holds this lock too (see the [`Region`] invariants).
+struct RegionInner {
     /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
     /// so that no pin round outlives the region's registration.
     fills: usize,
@@ -136,6 +75,17 @@ struct Slots {
     /// A fault request of this region is queued or running (at most one at a time).
     fault_pending: bool,
 }
+
+mod fault;
+mod fill;
+mod io;
+mod table;
+mod verify;
+
+pub(crate) use fill::Prefetch;
+use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
+pub(crate) use io::{AtomicOp, Dir};
+use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 
 /// A registered VA range with virtual-address semantics.
 ///
@@ -152,8 +102,9 @@ struct Slots {
 ///   out) under `table` before it returns, and an access copies only through pins it found
 ///   usable under `table`, holding it for the copy: so no page is touched after the
 ///   invalidation that covered it returned, until the page table was read again and showed the
-///   same page at the VA. Slots change only with both `pages` and `table` held. Every suspect pin lies in `pages.suspect`, and the region is then
-///   queued on its mm's verify queue (or the pass that will clear it is running).
+///   same page at the VA. RegionInner change only with both `pages` and `table` held. Every suspect
+///   pin lies in `pages.suspect`, and the region is then queued on its mm's verify queue (or
+///   the pass that will clear it is running).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
@@ -161,33 +112,40 @@ struct Slots {
 ///   rounds; when [`Region::teardown`] returns, no [`Region::fill`] runs and no pin is left.
 ///
 /// [`PIN_BATCH`]: crate::pin::PIN_BATCH
-mod fault;
-mod io;
-mod verify;
-
-pub(crate) use io::{AtomicOp, Dir};
-
+///
+/// # Lock order
+///
+/// `pages` (mutex) first; under it, any one of `table` (spinlock), the events ring of
+/// `events` (`EventQueue`'s spinlock, taken by `invalidate` to push a record) and the
+/// verify queue of `mm_state` (`MmState::pending`). `table` is innermost: nothing is taken under
+/// it. The order is written again next to each lock.
 #[pin_data]
 pub(crate) struct Region {
+    /// The subscription over `[start, start + npages * PAGE_SIZE)`; holds the mm.
     #[pin]
-    notifier: IntervalNotifier,
-    /// Bookkeeping (fills, suspect range, death, fault requests). Lock rules: taken by the
-    /// invalidate callback, which can run under reclaim and with `mmap_lock` or folio locks
-    /// held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no `mmap_lock`, no user
-    /// copies (they may fault), nothing that sleeps for long. Every writer of [`Region::table`]
-    /// holds it: it serialises invalidations, commits, the verify pass and teardown.
+    notifier: IntervalNotifier<Region>,
+    /// Bookkeeping ([`RegionInner`]: fills, suspect range, death, fault requests). Lock rules:
+    /// taken by the invalidate callback, which can run under reclaim and with `mmap_lock` or
+    /// folio locks held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no
+    /// `mmap_lock`, no user copies (they may fault), nothing that sleeps for long. Every writer
+    /// of [`Region::table`] holds it: it serialises invalidations, commits, the verify pass and
+    /// teardown.
     ///
-    /// Lock order: `pages` (mutex) before `table` (spinlock); nothing else is taken under
-    /// either, except the folio/mapping locks of `set_page_dirty()` under `pages` when an
-    /// invalidation unpins.
+    /// Lock order: the outermost lock of the region. Taken under it: `table`; the events ring
+    /// (`EventQueue`'s spinlock, an invalidation pushes its record); the mm's verify queue
+    /// (`MmState::pending`); and the folio/mapping locks of `set_page_dirty()` when an
+    /// invalidation unpins. Never taken under any of them.
     #[pin]
-    pages: Mutex<Slots>,
+    pages: Mutex<RegionInner>,
     /// The pins ([`PinTable`]). The data path's read side: an access takes only this lock,
     /// once per run of up to [`io::RUN_PAGES`] pages, and copies through the pins it finds
     /// usable while holding it; so it never sleeps and touches no shared line but the
     /// region's own. Writers hold `pages` too. Held for at most [`TABLE_CHUNK`] slots or one
     /// run; nothing that sleeps, allocates or faults runs under it, and no pin is released
     /// under it (pins taken out are released after it is dropped).
+    ///
+    /// Lock order: innermost. Taken alone (the data path) or under `pages` (every writer);
+    /// nothing is taken under it.
     #[pin]
     table: SpinLock<PinTable>,
     /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
@@ -203,8 +161,6 @@ pub(crate) struct Region {
     verify_track: AtomicTracker<0>,
     /// State shared with the other regions of the mm (verify queue).
     mm_state: Arc<MmState>,
-    /// The address space (`mmgrab` reference: keeps `struct mm_struct`, not the mappings).
-    mm: ARef<Mm>,
     /// First registered byte.
     addr: usize,
     /// Registered length in bytes (> 0).
@@ -222,26 +178,24 @@ pub(crate) struct Region {
     /// through the in-kernel API.
     events: Option<Arc<EventQueue>>,
     /// Set once by teardown.
-    torn_down: AtomicBool,
+    torn_down: Atomic<bool>,
     /// Set by [`Region::cancel`] (deregistration) and teardown: every long operation (pin
     /// rounds, prefetch, on-demand pins, copies) stops at its next batch or page with
     /// `ECANCELED`, and no new one starts.
-    cancelled: AtomicBool,
+    cancelled: Atomic<bool>,
     /// Invalidation count that touched this region (all kinds), for events generation.
-    generation: AtomicU64,
+    generation: Atomic<u64>,
     /// Per-region counters.
     pub(crate) stats: Counters,
 }
 
-// SAFETY: `notifier_offset` is the offset of the `notifier` field, and regions live pinned in an
-// `Arc` from before the notifier is inserted until after it is removed (type invariants).
-unsafe impl InvalidateHandler for Region {
-    fn notifier_offset() -> usize {
-        core::mem::offset_of!(Region, notifier)
-    }
+impl_has_interval_notifier! {
+    impl HasIntervalNotifier for Region { self.notifier }
+}
 
+impl InvalidateHandler for Region {
     fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
-        let mut slots = if range.blockable() {
+        let mut inner = if range.blockable() {
             self.pages.lock()
         } else {
             match self.pages.try_lock() {
@@ -255,7 +209,7 @@ unsafe impl InvalidateHandler for Region {
         seq.set_seq();
         let event = range.event();
         self.stats.invalidation(event);
-        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.generation.add(1, Relaxed);
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
         if let (Some(events), true) = (&self.events, first < end) {
@@ -301,8 +255,8 @@ unsafe impl InvalidateHandler for Region {
             self.stats.add(Kind::PagesUnpinned, dropped);
             self.stats.sub(Kind::PagesPinned, dropped);
             if event == Event::Release {
-                slots.dead = true;
-                slots.suspect = (0, 0);
+                inner.dead = true;
+                inner.suspect = (0, 0);
             }
             return true;
         }
@@ -323,9 +277,9 @@ unsafe impl InvalidateHandler for Region {
             drop(table);
             idx = end;
         }
-        if marked && !slots.dead {
-            let (sa, sb) = slots.suspect;
-            slots.suspect = if sa < sb {
+        if marked && !inner.dead {
+            let (sa, sb) = inner.suspect;
+            inner.suspect = if sa < sb {
                 (sa.min(a), sb.max(b))
             } else {
                 (a, b)
@@ -376,54 +330,30 @@ impl Region {
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
         let mm_slot = MmSlot::take(mm)?;
-        let mm_state = mm_slot.state().clone();
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
         if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
             return Err(EFAULT);
         }
         let charge = PinnedVmCharge::new(mm, npages)?;
-
-        let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
-        let mut pins = KVVec::with_capacity(npages, flags)?;
-        for _ in 0..npages {
-            pins.push(None, flags)?;
-        }
-        let region = Arc::pin_init(
-            pin_init!(Region {
-                notifier <- IntervalNotifier::new(),
-                pages <- new_mutex!(
-                    Slots {
-                        fills: 0,
-                        suspect: (0, 0),
-                        dead: false,
-                        faults_done: 0,
-                        fault_pending: false,
-                    },
-                    "vamr_region_pages"
-                ),
-                table <- new_spinlock!(pins, "vamr_region_table"),
-                idle <- new_condvar!("vamr_region_idle"),
-                fault_done <- new_condvar!("vamr_region_fault_done"),
-                verify_links <- ListLinks::new(),
-                verify_track <- AtomicTracker::new(),
-                mm_state,
-                mm: ARef::from(&**mm),
-                addr,
-                len,
-                start,
-                npages,
-                access,
-                cookie,
-                handle,
-                events,
-                torn_down: AtomicBool::new(false),
-                cancelled: AtomicBool::new(false),
-                generation: AtomicU64::new(0),
-                stats: Counters::new(),
-            }),
-            GFP_KERNEL,
-        )?;
-        // From here on the charge belongs to the region (released by teardown).
+        let tag = Tag {
+            cookie,
+            handle,
+            events,
+        };
+        let state = mm_slot.state().clone();
+        let mm_ref = ARef::from(&**mm);
+        let new = Region::new(
+            mm_ref,
+            state,
+            addr,
+            len,
+            access,
+            tag,
+            table::new_table(npages)?,
+        );
+        let region = Arc::pin_init(new, GFP_KERNEL)?;
+        // INVARIANT: from here on the charge of the `npages` pages belongs to the region
+        // (returned by teardown).
         charge.commit();
         // Teach lockdep that the region lock is taken inside reclaim (by the invalidate
         // callback), so that any allocation under it is reported at once, as umem_odp.c does.
@@ -440,27 +370,55 @@ impl Region {
             region,
             _slot: mm_slot,
         };
-        let region = &reg.region;
-        // The `Registration` keeps the Arc-pinned region alive until teardown removes the notifier.
-        // SAFETY: `notifier` is at `notifier_offset()` of that region; `region.mm` grabs the mm
-        // for the region's whole life.
-        unsafe {
-            region
-                .notifier
-                .insert::<Region>(region.mm.as_raw(), start, npages * PAGE_SIZE)?
-        };
-        // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
-        // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
-        match region.fill(
-            mm,
-            0,
+        // On failure, dropping `reg` tears the region down.
+        reg.insert_and_fill(mm)?;
+        Ok(reg)
+    }
+
+    /// A region of `mm` over `[addr, addr + len)` with the pin table `table` (one absent slot
+    /// per page of the cover), not inserted: see [`Registration::insert_and_fill`].
+    fn new(
+        mm: ARef<Mm>,
+        mm_state: Arc<MmState>,
+        addr: usize,
+        len: usize,
+        access: Access,
+        tag: Tag,
+        table: PinTable,
+    ) -> impl PinInit<Self> {
+        let start = addr - addr % PAGE_SIZE;
+        let npages = table.len();
+        pin_init!(Region {
+            notifier <- IntervalNotifier::new(mm),
+            pages <- new_mutex!(
+                RegionInner {
+                    fills: 0,
+                    suspect: (0, 0),
+                    dead: false,
+                    faults_done: 0,
+                    fault_pending: false,
+                },
+                "vamr_region_pages"
+            ),
+            table <- new_spinlock!(table, "vamr_region_table"),
+            idle <- new_condvar!("vamr_region_idle"),
+            fault_done <- new_condvar!("vamr_region_fault_done"),
+            verify_links <- ListLinks::new(),
+            verify_track <- AtomicTracker::new(),
+            mm_state,
+            addr,
+            len,
+            start,
             npages,
-            PinCause::Register,
-            region.registration_mode(),
-        ) {
-            Ok(_) | Err(EFAULT) => Ok(reg),
-            Err(e) => Err(e),
-        }
+            access,
+            cookie: tag.cookie,
+            handle: tag.handle,
+            events: tag.events,
+            torn_down: Atomic::new(false),
+            cancelled: Atomic::new(false),
+            generation: Atomic::new(0),
+            stats: Counters::new(),
+        })
     }
 
     /// The registered byte range `(addr, len)`.
@@ -468,14 +426,19 @@ impl Region {
         (self.addr, self.len)
     }
 
+    /// The address space of the region.
+    fn mm(&self) -> &Mm {
+        self.notifier.mm()
+    }
+
     /// Whether the region belongs to the address space `mm`.
     pub(crate) fn is_of(&self, mm: &Mm) -> bool {
-        core::ptr::eq(self.mm.as_raw(), mm.as_raw())
+        core::ptr::eq(self.mm().as_raw(), mm.as_raw())
     }
 
     /// Number of invalidations that overlapped the region so far.
     pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
+        self.generation.load(Relaxed)
     }
 
     /// Page index span `[a, b)` of the region overlapping the byte range `[s, e)`.
@@ -502,7 +465,7 @@ impl Region {
     /// Stops every long operation on the region (see the `cancelled` field). Idempotent, does
     /// not sleep; the region stays registered until [`Region::teardown`].
     pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
+        self.cancelled.store(true, Release);
         // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
         let _guard = self.pages.lock();
         self.fault_done.notify_all();
@@ -510,7 +473,7 @@ impl Region {
 
     /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
     fn check_interrupted(&self) -> Result {
-        if self.cancelled.load(Ordering::Acquire) {
+        if self.cancelled.load(Acquire) {
             return Err(ECANCELED);
         }
         // SAFETY: no preconditions; reads current's pending signals.
@@ -520,243 +483,11 @@ impl Region {
         Ok(())
     }
 
-    /// The next run `[i, j)` within `[idx, end)` of slots that a pin round in `mode` must fill
-    /// (absent, suspect, or a read pin where `mode` writes), or `None` when there is none.
-    /// Errors: `EFAULT` when the region is dead.
-    fn next_gap(&self, idx: usize, end: usize, mode: PinMode) -> Result<Option<(usize, usize)>> {
-        let slots = self.pages.lock();
-        if slots.dead {
-            return Err(EFAULT);
-        }
-        let needs = |p: &Option<PagePin>| match p {
-            None => true,
-            Some(pin) => !pin.usable(mode.write),
-        };
-        // At most `TABLE_CHUNK` slots per hold of the table lock; the run found is cut at
-        // `PIN_BATCH` pages, the most one pin round takes.
-        let mut from = idx;
-        while from < end {
-            let to = end.min(from + TABLE_CHUNK);
-            let table = self.table.lock();
-            if let Some(i) = (from..to).find(|&i| needs(&table[i])) {
-                let cut = end.min(i + PIN_BATCH);
-                let j = (i..cut).find(|&j| !needs(&table[j])).unwrap_or(cut);
-                return Ok(Some((i, j)));
-            }
-            drop(table);
-            from = to;
-        }
-        Ok(None)
-    }
-
-    /// Pins the pages of `[first, first + count)` that `mode` needs (absent ones, and read pins
-    /// when `mode` writes), batch by batch, following the `mmu_interval_read_begin()` /
-    /// `mmu_interval_read_retry()` protocol: pin without the lock, commit a batch under the
-    /// lock only if no invalidation began since its `read_begin`, else drop it and pin it again
-    /// ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages that cannot be pinned are
-    /// skipped: holes and VMAs that refuse the access a VMA at a time, other pages one by one
-    /// (see [`resume_after_fault`]).
-    ///
-    /// Bounded: each round pins at most `PIN_BATCH` pages, and between rounds the call stops
-    /// with `ECANCELED` once the region is cancelled and with `EINTR` on a fatal signal.
-    ///
-    /// Returns the number of pages committed. Errors: `EFAULT` when nothing was committed and
-    /// a page failed with it, or the region is dead; `ECANCELED`, `EINTR`, `ENOMEM` and other
-    /// GUP errors. Sleeps; the region lock must not be held.
-    fn fill(
-        &self,
-        mm: &MmWithUser,
-        first: usize,
-        count: usize,
-        cause: PinCause,
-        mode: PinMode,
-    ) -> Result<usize> {
-        let _active = FillGuard::enter(self)?;
-        let end = first + count;
-        let mut idx = first;
-        let mut committed = 0;
-        let mut faulted = false;
-        'pages: while idx < end {
-            self.check_interrupted()?;
-            let Some((gap, gap_end)) = self.next_gap(idx, end, mode)? else {
-                break;
-            };
-            idx = gap;
-            for _ in 0..REPIN_ATTEMPTS {
-                let seq = self.notifier.read_begin();
-                let va = self.start + idx * PAGE_SIZE;
-                // Pages that must be pinned (the rest may stop short, see `PinCause`).
-                let must = match cause {
-                    PinCause::Access { until } => until.saturating_sub(idx).max(1),
-                    _ => gap_end - idx,
-                };
-                let pins = match pin_user_range(mm, va, gap_end - idx, must, mode) {
-                    Ok(pins) => pins,
-                    Err(e) if e == EFAULT && matches!(cause, PinCause::Access { .. }) => {
-                        // The access fails at this page; what was pinned before it stays.
-                        if committed == 0 && idx == first {
-                            self.stats.add(Kind::AccessFaults, 1);
-                            return Err(EFAULT);
-                        }
-                        break 'pages;
-                    }
-                    Err(e) if e == EFAULT => {
-                        // Skip the page, the hole after it up to the next VMA, or the whole
-                        // VMA when its protection refuses the access.
-                        faulted = true;
-                        let resume = resume_after_fault(mm, va, mode.write);
-                        let next = resume.saturating_sub(self.start).div_ceil(PAGE_SIZE);
-                        idx = next.clamp(idx + 1, end);
-                        continue 'pages;
-                    }
-                    Err(e) => return Err(e),
-                };
-                let n = pins.len();
-                match self.commit(idx, pins, seq)? {
-                    Some(c) => {
-                        committed += c;
-                        idx += n;
-                        continue 'pages;
-                    }
-                    None => {
-                        self.stats.add(Kind::RepinRetries, 1);
-                        self.check_interrupted()?;
-                    }
-                }
-            }
-            // Invalidations kept winning: leave this batch absent (pinned on demand later).
-            idx += 1;
-        }
-        match cause {
-            PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
-            PinCause::OnDemand | PinCause::Access { .. } => {
-                self.stats.add(Kind::OnDemandRepins, committed as u64)
-            }
-            PinCause::Register => {}
-        }
-        if committed == 0 && faulted {
-            return Err(EFAULT);
-        }
-        Ok(committed)
-    }
-
-    /// Commits `pins` (the pages from index `idx` on) into the absent slots, in place of
-    /// suspect pins, and in place of read pins when they are write pins, unless an invalidation
-    /// began since `read_begin` returned `seq` (then every pin of the round is the page mapped
-    /// now). Returns the number committed, or `None` when the round must be retried. Pins not
-    /// committed, and the pins replaced, are dropped after the lock is released. Errors:
-    /// `EFAULT` (dead region), `ENOMEM`.
-    fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
-        // Room for the duplicates, allocated before the lock (no allocation under it).
-        let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
-        let slots = self.pages.lock();
-        if slots.dead {
-            drop(slots);
-            return Err(EFAULT);
-        }
-        if self.notifier.read_retry(seq) {
-            drop(slots);
-            return Ok(None);
-        }
-        let mut committed = 0;
-        let mut added = 0u64;
-        let mut table = self.table.lock();
-        for (i, pin) in pins.drain_all().enumerate() {
-            let slot = &mut table[idx + i];
-            match slot {
-                None => {
-                    *slot = Some(PagePin {
-                        page: pin,
-                        suspect: false,
-                    });
-                    committed += 1;
-                    added += 1;
-                }
-                Some(old) if old.suspect || (pin.writable() && !old.page.writable()) => {
-                    // The new pin is the page mapped now (no invalidation began since `seq`):
-                    // it replaces a suspect pin, or a read pin when it is a write pin. Cannot
-                    // fail: `extra` has room for every pin.
-                    let _ = extra.push_within_capacity(core::mem::replace(&mut old.page, pin));
-                    old.suspect = false;
-                    committed += 1;
-                }
-                Some(_) => {
-                    // Pinned meanwhile by someone else: keep theirs. Cannot fail, as above.
-                    let _ = extra.push_within_capacity(pin);
-                }
-            }
-        }
-        drop(table);
-        drop(slots);
-        self.stats.add(Kind::PagesPinned, added);
-        // `extra` is dropped (unpinned) here, outside the lock.
-        Ok(Some(committed))
-    }
-
-    /// Pins the pages of `[va, va + len)` now, as `how` asks (the semantics of
-    /// `ibv_advise_mr()` on an ODP MR): for reading, faulting pages in; for writing, faulting and
-    /// breaking COW; or, with `nofault`, only the pages present in the page table, for reading.
-    /// Returns the pages newly pinned (or upgraded to write pins).
-    ///
-    /// Errors: as [`Region::copy_bounced`]'s range checks; `EACCES` for a write prefetch of a
-    /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned as
-    /// asked afterwards (nothing mapped, or the protection refuses the access); `ECANCELED`, `EINTR`, `ENOMEM`. Sleeps;
-    /// bounded as [`Region::fill`].
-    pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> Result<usize> {
-        if how.write && !self.access.write {
-            return Err(EACCES);
-        }
-        let off = self.offset_of(va, len)?;
-        let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
-        let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
-        let mode = PinMode {
-            write: how.write,
-            nofault: how.nofault,
-            owner: self.current_is_owner(),
-        };
-        let mut pinned = 0;
-        loop {
-            match self.fill(&mm, a, b - a, PinCause::OnDemand, mode) {
-                Ok(n) => {
-                    pinned += n;
-                    break;
-                }
-                Err(EFAULT) => break,
-                // A userfault this context must not wait for (a device task's asynchronous
-                // advice): deliver it from a fault request, then go on. Each round resolves
-                // one fault or ends (cancellation, a signal, the region's death).
-                Err(EBUSY) => match self.next_gap(a, b, mode)? {
-                    Some((i, _)) => self.wait_for_fault(i, mode.write)?,
-                    None => break,
-                },
-                Err(e) => return Err(e),
-            }
-        }
-        if how.nofault {
-            return Ok(pinned);
-        }
-        let slots = self.pages.lock();
-        if slots.dead {
-            return Err(EFAULT);
-        }
-        let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
-        // At most `TABLE_CHUNK` slots per hold of the table lock.
-        let mut from = a;
-        while from < b {
-            let to = b.min(from + TABLE_CHUNK);
-            if self.table.lock()[from..to].iter().any(usable) {
-                return Ok(pinned);
-            }
-            from = to;
-        }
-        Err(EFAULT)
-    }
-
     /// Tears the region down: no invalidation runs after it, no pin round runs after it, every
     /// pin is dropped, the `pinned_vm` charge is returned. Idempotent. Sleeps (waits for running
     /// invalidations and for pin rounds in progress, each bounded by one batch).
     fn teardown(&self) {
-        if self.torn_down.swap(true, Ordering::AcqRel) {
+        if self.torn_down.xchg(true, Full) {
             return;
         }
         // Stop long operations, then mark dead: from now on invalidations neither queue work
@@ -765,50 +496,21 @@ impl Region {
         self.pages.lock().dead = true;
         self.notifier.remove();
         let pins = {
-            let mut slots = self.pages.lock();
+            let mut inner = self.pages.lock();
             // Wait for pin rounds in progress: each ends within one batch once it sees the
             // region cancelled (see `fill`), and its uncommitted pins are dropped before it
             // leaves, so none outlives the registration.
-            while slots.fills > 0 {
-                self.idle.wait(&mut slots);
+            while inner.fills > 0 {
+                self.idle.wait(&mut inner);
             }
-            slots.suspect = (0, 0);
+            inner.suspect = (0, 0);
             core::mem::take(&mut *self.table.lock())
         };
         let dropped = pins.iter().filter(|p| p.is_some()).count();
         crate::pin::unpin_all(pins.into_iter().flatten().map(|p| p.page));
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
-        PinnedVmCharge::release(&self.mm, self.npages);
-    }
-}
-
-/// One [`Region::fill`] in progress, counted in `Slots::fills`.
-struct FillGuard<'a>(&'a Region);
-
-impl<'a> FillGuard<'a> {
-    /// Counts a pin round in. Errors: `EFAULT` when the region is dead, `ECANCELED` when it is
-    /// cancelled (teardown sets both before it waits, so no round starts after that).
-    fn enter(region: &'a Region) -> Result<Self> {
-        let mut slots = region.pages.lock();
-        if slots.dead {
-            return Err(EFAULT);
-        }
-        if region.cancelled.load(Ordering::Acquire) {
-            return Err(ECANCELED);
-        }
-        slots.fills += 1;
-        Ok(FillGuard(region))
-    }
-}
-
-impl Drop for FillGuard<'_> {
-    fn drop(&mut self) {
-        let mut slots = self.0.pages.lock();
-        slots.fills -= 1;
-        if slots.fills == 0 {
-            self.0.idle.notify_all();
-        }
+        PinnedVmCharge::release(self.mm(), self.npages);
     }
 }
 
@@ -824,6 +526,35 @@ impl Registration {
     /// Another reference to the region, for an access that must not hold the caller's lock.
     pub(crate) fn region(&self) -> Arc<Region> {
         self.region.clone()
+    }
+
+    /// The second step of [`Region::register`]: inserts the notifier over the page cover, then
+    /// pins what is mapped there. Called once, by `register`; on error the caller drops `self`,
+    /// which tears the region down. Errors: `ENOMEM`, `EINTR`, `EHWPOISON` and other GUP
+    /// errors but `EFAULT`. Sleeps.
+    fn insert_and_fill(&self, mm: &MmWithUser) -> Result {
+        let region = &self.region;
+        // SAFETY: `notifier` is the `HasIntervalNotifier` field of the region, which lives
+        // pinned in an `Arc`; `self` keeps it alive until its `Drop` tears the region down,
+        // which removes the notifier.
+        unsafe {
+            region
+                .notifier
+                .insert(region.start, region.npages * PAGE_SIZE)?
+        };
+        // INVARIANT: the notifier is inserted over the page cover until teardown.
+        // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
+        // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
+        match region.fill(
+            mm,
+            0,
+            region.npages,
+            PinCause::Register,
+            region.registration_mode(),
+        ) {
+            Ok(_) | Err(EFAULT) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -850,50 +581,6 @@ pub(crate) fn page_cover(addr: usize, len: usize) -> Result<(usize, usize)> {
     let end = end.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)?;
     let start = addr - addr % PAGE_SIZE;
     Ok((start, (end - start) / PAGE_SIZE))
-}
-
-/// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.
-struct PinnedVmCharge<'a> {
-    mm: &'a Mm,
-    npages: usize,
-}
-
-impl<'a> PinnedVmCharge<'a> {
-    /// Charges `npages` to `mm->pinned_vm`. Errors: `ENOMEM` when the total would exceed
-    /// `RLIMIT_MEMLOCK` of current and current lacks `CAP_IPC_LOCK` (the check of
-    /// `ib_umem_get()` in drivers/infiniband/core/umem.c).
-    fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
-        // SAFETY: `mm` is a valid mm (we hold a reference).
-        let total = unsafe { vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
-        let charge = PinnedVmCharge { mm, npages };
-        // SAFETY: no preconditions; reads current's rlimit.
-        let limit = unsafe { vamr_memlock_limit_pages() };
-        if total as u64 > limit as u64 {
-            // SAFETY: `capable()` may be called from process context with any capability.
-            let privileged = unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) };
-            if !privileged {
-                return Err(ENOMEM);
-            }
-        }
-        Ok(charge)
-    }
-
-    /// Keeps the charge (it will be returned with [`PinnedVmCharge::release`]).
-    fn commit(self) {
-        core::mem::forget(self);
-    }
-
-    /// Returns a committed charge of `npages` to `mm`.
-    fn release(mm: &Mm, npages: usize) {
-        // SAFETY: `mm` is a valid mm (we hold a reference).
-        unsafe { vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
-    }
-}
-
-impl Drop for PinnedVmCharge<'_> {
-    fn drop(&mut self) {
-        Self::release(self.mm, self.npages);
-    }
 }
 
 #[kunit_tests(vamr_kunit_region)]

@@ -9,7 +9,7 @@
 
 use crate::notifier::Event;
 use crate::uapi;
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use kernel::sync::atomic::{Atomic, Relaxed};
 
 // Declarations: src/vamr_glue.h.
 extern "C" {
@@ -55,8 +55,8 @@ impl Kind {
 
 /// One set of counters.
 pub(crate) struct Counters {
-    by_kind: [AtomicU64; Kind::COUNT],
-    invalidations: [AtomicU64; Event::COUNT],
+    by_kind: [Atomic<u64>; Kind::COUNT],
+    invalidations: [Atomic<u64>; Event::COUNT],
 }
 
 /// Counters over every region of the module, live or gone (but the byte counters: see
@@ -77,21 +77,21 @@ impl Counters {
     /// All zero.
     pub(crate) const fn new() -> Self {
         Counters {
-            by_kind: [const { AtomicU64::new(0) }; Kind::COUNT],
-            invalidations: [const { AtomicU64::new(0) }; Event::COUNT],
+            by_kind: [const { Atomic::new(0) }; Kind::COUNT],
+            invalidations: [const { Atomic::new(0) }; Event::COUNT],
         }
     }
 
     /// Adds `n` to `kind` here and in [`GLOBAL`]. Any context.
     pub(crate) fn add(&self, kind: Kind, n: u64) {
-        self.by_kind[kind as usize].fetch_add(n, Relaxed);
-        GLOBAL.by_kind[kind as usize].fetch_add(n, Relaxed);
+        self.by_kind[kind as usize].add(n, Relaxed);
+        GLOBAL.by_kind[kind as usize].add(n, Relaxed);
     }
 
     /// Adds `n` bytes to `kind` ([`Kind::BytesRead`] or [`Kind::BytesWritten`]) here and to this
     /// CPU's global byte counter (see the module documentation). Any context.
     pub(crate) fn add_bytes(&self, kind: Kind, n: u64) {
-        self.by_kind[kind as usize].fetch_add(n, Relaxed);
+        self.by_kind[kind as usize].add(n, Relaxed);
         let idx = u32::from(matches!(kind, Kind::BytesWritten));
         // SAFETY: no preconditions; `this_cpu_add` on a per-CPU array indexed 0 or 1.
         unsafe { vamr_global_bytes_add(idx, n) };
@@ -105,8 +105,8 @@ impl Counters {
 
     /// Counts one invalidation of kind `event`. Any context.
     pub(crate) fn invalidation(&self, event: Event) {
-        self.invalidations[event.index()].fetch_add(1, Relaxed);
-        GLOBAL.invalidations[event.index()].fetch_add(1, Relaxed);
+        self.invalidations[event.index()].add(1, Relaxed);
+        GLOBAL.invalidations[event.index()].add(1, Relaxed);
     }
 
     /// Current value of `kind`.

@@ -7,10 +7,10 @@
 //! (`src/vamr_glue.c`), in the way `drivers/android/binder` builds `rust_binder.ko`.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::bindings;
 use kernel::miscdevice::{MiscDeviceOptions, MiscDeviceRegistration};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Release};
 use kernel::workqueue::Queue;
 
 mod api;
@@ -39,21 +39,21 @@ extern "C" {
 
 /// The queue of the per-mm verify work. Set by [`ModuleQueue::new`] before `/dev/vamr` exists,
 /// cleared after it is gone.
-static WORKQUEUE: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
+static WORKQUEUE: Atomic<*mut bindings::workqueue_struct> = Atomic::new(core::ptr::null_mut());
 
 /// The queue of fault requests, apart from [`WORKQUEUE`]: a fault request may wait for a
 /// userfaultfd handler for as long as the process lets it, and must never hold up the verify
 /// pass of other processes.
-static FAULT_WORKQUEUE: AtomicPtr<bindings::workqueue_struct> =
-    AtomicPtr::new(core::ptr::null_mut());
+static FAULT_WORKQUEUE: Atomic<*mut bindings::workqueue_struct> =
+    Atomic::new(core::ptr::null_mut());
 
 /// The queue in `slot`.
 ///
 /// Only called by regions and per-mm state, which exist only while the module is loaded and
 /// its queues set (they are created through `/dev/vamr` or the API, after the queues, and gone
 /// before them).
-fn queue_get(slot: &AtomicPtr<bindings::workqueue_struct>) -> &'static Queue {
-    let ptr = slot.load(Ordering::Acquire);
+fn queue_get(slot: &Atomic<*mut bindings::workqueue_struct>) -> &'static Queue {
+    let ptr = slot.load(Acquire);
     // SAFETY: `ptr` is a live workqueue allocated by `ModuleQueue::new`: its users exist only
     // between its creation and `ModuleQueue::drop` (see above), which destroys it last.
     unsafe { Queue::from_raw(ptr) }
@@ -73,7 +73,7 @@ pub(crate) fn fault_workqueue_get() -> &'static Queue {
 /// item of the module runs after the module is gone.
 struct ModuleQueue {
     wq: NonNull<bindings::workqueue_struct>,
-    slot: &'static AtomicPtr<bindings::workqueue_struct>,
+    slot: &'static Atomic<*mut bindings::workqueue_struct>,
 }
 
 // SAFETY: a workqueue may be used and destroyed from any thread.
@@ -84,18 +84,18 @@ unsafe impl Sync for ModuleQueue {}
 impl ModuleQueue {
     fn new(
         name: &'static CStr,
-        slot: &'static AtomicPtr<bindings::workqueue_struct>,
+        slot: &'static Atomic<*mut bindings::workqueue_struct>,
     ) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated string that lives forever; returns NULL on failure.
         let wq = NonNull::new(unsafe { vamr_alloc_workqueue(name.as_char_ptr()) }).ok_or(ENOMEM)?;
-        slot.store(wq.as_ptr(), Ordering::Release);
+        slot.store(wq.as_ptr(), Release);
         Ok(ModuleQueue { wq, slot })
     }
 }
 
 impl Drop for ModuleQueue {
     fn drop(&mut self) {
-        self.slot.store(core::ptr::null_mut(), Ordering::Release);
+        self.slot.store(core::ptr::null_mut(), Release);
         // SAFETY: the queue was allocated by `new` and is destroyed exactly once; no region is
         // left to queue work (the misc device, and with it every open file, is gone).
         unsafe { bindings::destroy_workqueue(self.wq.as_ptr()) };

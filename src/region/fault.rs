@@ -6,9 +6,9 @@
 
 use super::Region;
 use crate::stats::Kind;
-use core::sync::atomic::Ordering;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::Acquire;
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
@@ -36,15 +36,15 @@ impl WorkItem for FaultRequest {
     /// its registration) and, while faulting, a user reference on the mm.
     fn run(this: Pin<KBox<FaultRequest>>) {
         let region = &this.region;
-        if !region.cancelled.load(Ordering::Acquire) {
-            if let Some(mm) = region.mm.mmget_not_zero() {
+        if !region.cancelled.load(Acquire) {
+            if let Some(mm) = region.mm().mmget_not_zero() {
                 // Failures are seen by the access, which pins again.
                 let _ = crate::pin::fault_in(&mm, this.va, this.write);
             }
         }
-        let mut slots = region.pages.lock();
-        slots.fault_pending = false;
-        slots.faults_done += 1;
+        let mut inner = region.pages.lock();
+        inner.fault_pending = false;
+        inner.faults_done += 1;
         region.fault_done.notify_all();
     }
 }
@@ -53,7 +53,7 @@ impl Region {
     /// Whether current runs in the region's address space (the owner's process context, where
     /// waiting for a fault, a userfault included, is killable and safe).
     pub(super) fn current_is_owner(&self) -> bool {
-        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+        matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm().as_raw()))
     }
 
     /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits
@@ -72,10 +72,10 @@ impl Region {
     pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
         let va = self.start + idx * PAGE_SIZE;
         let (ticket, ask) = {
-            let mut slots = self.pages.lock();
-            let ask = !slots.fault_pending;
-            slots.fault_pending = true;
-            (slots.faults_done, ask)
+            let mut inner = self.pages.lock();
+            let ask = !inner.fault_pending;
+            inner.fault_pending = true;
+            (inner.faults_done, ask)
         };
         if ask {
             // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference
@@ -93,8 +93,8 @@ impl Region {
             let request = match request {
                 Ok(request) => request,
                 Err(e) => {
-                    let mut slots = self.pages.lock();
-                    slots.fault_pending = false;
+                    let mut inner = self.pages.lock();
+                    inner.fault_pending = false;
                     self.fault_done.notify_all();
                     return Err(e);
                 }
@@ -103,15 +103,15 @@ impl Region {
             crate::fault_workqueue_get().enqueue(request);
             self.stats.add(Kind::FaultRequests, 1);
         }
-        let mut slots = self.pages.lock();
-        while slots.faults_done == ticket {
-            if slots.dead {
+        let mut inner = self.pages.lock();
+        while inner.faults_done == ticket {
+            if inner.dead {
                 return Err(EFAULT);
             }
-            if self.cancelled.load(Ordering::Acquire) {
+            if self.cancelled.load(Acquire) {
                 return Err(ECANCELED);
             }
-            if self.fault_done.wait_interruptible(&mut slots) {
+            if self.fault_done.wait_interruptible(&mut inner) {
                 return Err(EINTR);
             }
         }

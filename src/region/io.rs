@@ -8,10 +8,10 @@ use super::{PinCause, Region, REPIN_ATTEMPTS};
 use crate::pin::{PinMode, PIN_BATCH};
 use crate::stats::Kind;
 use core::ptr::NonNull;
-use core::sync::atomic::Ordering;
 use kernel::bindings;
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full};
 
 /// Direction of a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -91,7 +91,7 @@ impl Region {
         let mut misses = 0;
         while done < len {
             // One load of a flag that is written once: no shared line is dirtied.
-            if self.cancelled.load(Ordering::Acquire) {
+            if self.cancelled.load(Acquire) {
                 return Err(ECANCELED);
             }
             let before = done;
@@ -136,7 +136,7 @@ impl Region {
     /// round. Success does not promise a usable pin (an invalidation may
     /// have won): the caller looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
-        let mm = self.mm.mmget_not_zero().ok_or(EFAULT)?;
+        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
             write,
             nofault: false,
@@ -313,21 +313,21 @@ impl Region {
             let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
             // `in_page` is 8-byte aligned (`va` is, and pages are), so the word lies within
             // the mapped page.
-            // SAFETY: valid and aligned for an `AtomicU64`; other users of the word (user space,
-            // devices) use machine accesses, as with any shared user memory.
-            let word = unsafe {
-                core::sync::atomic::AtomicU64::from_ptr(
-                    base.cast::<u8>().add(in_page).cast::<u64>(),
-                )
-            };
+            // SAFETY: the word is valid for reads and writes while the page is mapped (until the
+            // `kunmap_local` below, after the last use of `word`) and aligned for a `u64`. The
+            // word is user memory: user space, devices and other copies (`page_io`) may access
+            // it at the same time with plain accesses, which no lock of ours can exclude; as
+            // for the C atomics RDMA drivers perform on user pages, avoiding such races is the
+            // application's part of the RDMA contract, and they touch no memory of the kernel.
+            let word = unsafe { Atomic::<u64>::from_ptr(base.cast::<u8>().add(in_page).cast()) };
+            // `Full`: fully ordered, as the C `atomic64_*()` read-modify-write operations
+            // without a suffix.
             old = match op {
-                AtomicOp::CmpSwap { compare, swap } => {
-                    match word.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
-                        Ok(v) | Err(v) => v,
-                    }
-                }
-                AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
-                AtomicOp::Write { value } => word.swap(value, Ordering::SeqCst),
+                AtomicOp::CmpSwap { compare, swap } => match word.cmpxchg(compare, swap, Full) {
+                    Ok(v) | Err(v) => v,
+                },
+                AtomicOp::FetchAdd { add } => word.fetch_add(add, Full),
+                AtomicOp::Write { value } => word.xchg(value, Full),
             };
             // SAFETY: `base` came from the `kmap_local_page` above, on this CPU, and is unmapped
             // exactly once.

@@ -8,10 +8,10 @@ use super::{FillGuard, PinCause, Region, REPIN_ATTEMPTS};
 use crate::notifier::Mapped;
 use crate::pin::{PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::Kind;
-use core::sync::atomic::Ordering;
 use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::sync::atomic::Acquire;
 use kernel::sync::ArcBorrow;
 
 impl Region {
@@ -27,12 +27,12 @@ impl Region {
             return;
         };
         let (a, b) = {
-            let mut slots = self.pages.lock();
-            core::mem::take(&mut slots.suspect)
+            let mut inner = self.pages.lock();
+            core::mem::take(&mut inner.suspect)
         };
         let mut i = a;
         while i < b {
-            if self.cancelled.load(Ordering::Acquire) {
+            if self.cancelled.load(Acquire) {
                 return;
             }
             let j = (i + PIN_BATCH).min(b);
@@ -51,12 +51,12 @@ impl Region {
 
     /// Puts `[i, b)` back into the suspect range and queues the region for another pass.
     fn requeue_suspect(&self, i: usize, b: usize) {
-        let mut slots = self.pages.lock();
-        if slots.dead {
+        let mut inner = self.pages.lock();
+        if inner.dead {
             return;
         }
-        let (sa, sb) = slots.suspect;
-        slots.suspect = if sa < sb {
+        let (sa, sb) = inner.suspect;
+        inner.suspect = if sa < sb {
             (sa.min(i), sb.max(b))
         } else {
             (i, b)
@@ -81,8 +81,8 @@ impl Region {
             let snap = self
                 .notifier
                 .snapshot(seq, self.start + i * PAGE_SIZE, &mut pfns);
-            let slots = self.pages.lock();
-            if slots.dead {
+            let inner = self.pages.lock();
+            if inner.dead {
                 return Err(EFAULT);
             }
             let stale = match snap {
@@ -95,7 +95,7 @@ impl Region {
                 }
             };
             if stale && attempts < REPIN_ATTEMPTS {
-                drop(slots);
+                drop(inner);
                 self.stats.add(Kind::RepinRetries, 1);
                 continue;
             }
@@ -138,7 +138,7 @@ impl Region {
                 }
             }
             drop(table);
-            drop(slots);
+            drop(inner);
             break (kept, swap);
         };
         let dropped = gone.len() as u64;

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pin rounds of a region: pinning what an access, a prefetch, registration or the verify pass
+//! needs, batch by batch, following the `mmu_interval_read_begin()` /
+//! `mmu_interval_read_retry()` protocol (see `Documentation/vamr.rst`, "Pinning").
+
+use super::table::{PagePin, TABLE_CHUNK};
+use super::Region;
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, PIN_BATCH};
+use crate::stats::Kind;
+use crate::uapi;
+use kernel::mm::MmWithUser;
+use kernel::page::PAGE_SIZE;
+use kernel::prelude::*;
+use kernel::sync::atomic::Acquire;
+
+/// How many times a re-pin round is retried after racing with an invalidation before the pages
+/// are left absent (to be pinned on the next access).
+pub(super) const REPIN_ATTEMPTS: u32 = 16;
+
+/// Why pages are being pinned (for the counters).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum PinCause {
+    Register,
+    /// The verify pass found another page mapped in place of a suspect pin's.
+    Verify,
+    /// A prefetch: pages that cannot be pinned are skipped.
+    OnDemand,
+    /// An access: pins from its current page to the end of the access (page index `until`
+    /// excluded) and a window after it ([`AHEAD_PAGES`](super::io::AHEAD_PAGES)), and stops at the first page that
+    /// cannot be pinned (the access fails there if it is its own). The window never faults a
+    /// userfaultfd-registered VMA (see [`pin_user_range`]).
+    Access {
+        until: usize,
+    },
+}
+
+/// What a prefetch asks for (`VAMR_PREFETCH_*`, the advice of `ibv_advise_mr()`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Prefetch {
+    /// Pin for writing (`..._PREFETCH_WRITE`); otherwise for reading.
+    pub(crate) write: bool,
+    /// Pin only pages present in the page table, never fault (`..._PREFETCH_NO_FAULT`).
+    pub(crate) nofault: bool,
+}
+
+impl Prefetch {
+    /// Decodes `VAMR_PREFETCH_*` flags. Errors: `EINVAL` for unknown bits, or WRITE together
+    /// with NO_FAULT (a no-fault prefetch pins for reading only, as ODP's snapshot does).
+    pub(crate) fn from_flags(flags: u32) -> Result<Self> {
+        if flags & !uapi::PREFETCH_KNOWN != 0 || flags == uapi::PREFETCH_KNOWN {
+            return Err(EINVAL);
+        }
+        Ok(Prefetch {
+            write: flags & uapi::PREFETCH_WRITE != 0,
+            nofault: flags & uapi::PREFETCH_NO_FAULT != 0,
+        })
+    }
+}
+
+impl Region {
+    /// The next run `[i, j)` within `[idx, end)` of slots that a pin round in `mode` must fill
+    /// (absent, suspect, or a read pin where `mode` writes), or `None` when there is none.
+    /// Errors: `EFAULT` when the region is dead.
+    pub(super) fn next_gap(
+        &self,
+        idx: usize,
+        end: usize,
+        mode: PinMode,
+    ) -> Result<Option<(usize, usize)>> {
+        let inner = self.pages.lock();
+        if inner.dead {
+            return Err(EFAULT);
+        }
+        let needs = |p: &Option<PagePin>| match p {
+            None => true,
+            Some(pin) => !pin.usable(mode.write),
+        };
+        // At most `TABLE_CHUNK` slots per hold of the table lock; the run found is cut at
+        // `PIN_BATCH` pages, the most one pin round takes.
+        let mut from = idx;
+        while from < end {
+            let to = end.min(from + TABLE_CHUNK);
+            let table = self.table.lock();
+            if let Some(i) = (from..to).find(|&i| needs(&table[i])) {
+                let cut = end.min(i + PIN_BATCH);
+                let j = (i..cut).find(|&j| !needs(&table[j])).unwrap_or(cut);
+                return Ok(Some((i, j)));
+            }
+            drop(table);
+            from = to;
+        }
+        Ok(None)
+    }
+
+    /// Pins the pages of `[first, first + count)` that `mode` needs (absent ones, and read pins
+    /// when `mode` writes), batch by batch, following the `mmu_interval_read_begin()` /
+    /// `mmu_interval_read_retry()` protocol: pin without the lock, commit a batch under the
+    /// lock only if no invalidation began since its `read_begin`, else drop it and pin it again
+    /// ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages that cannot be pinned are
+    /// skipped: holes and VMAs that refuse the access a VMA at a time, other pages one by one
+    /// (see [`resume_after_fault`]).
+    ///
+    /// Bounded: each round pins at most `PIN_BATCH` pages, and between rounds the call stops
+    /// with `ECANCELED` once the region is cancelled and with `EINTR` on a fatal signal.
+    ///
+    /// Returns the number of pages committed. Errors: `EFAULT` when nothing was committed and
+    /// a page failed with it, or the region is dead; `ECANCELED`, `EINTR`, `ENOMEM` and other
+    /// GUP errors. Sleeps; the region lock must not be held.
+    pub(super) fn fill(
+        &self,
+        mm: &MmWithUser,
+        first: usize,
+        count: usize,
+        cause: PinCause,
+        mode: PinMode,
+    ) -> Result<usize> {
+        let _active = FillGuard::enter(self)?;
+        let end = first + count;
+        let mut idx = first;
+        let mut committed = 0;
+        let mut faulted = false;
+        'pages: while idx < end {
+            self.check_interrupted()?;
+            let Some((gap, gap_end)) = self.next_gap(idx, end, mode)? else {
+                break;
+            };
+            idx = gap;
+            for _ in 0..REPIN_ATTEMPTS {
+                let seq = self.notifier.read_begin();
+                let va = self.start + idx * PAGE_SIZE;
+                // Pages that must be pinned (the rest may stop short, see `PinCause`).
+                let must = match cause {
+                    PinCause::Access { until } => until.saturating_sub(idx).max(1),
+                    _ => gap_end - idx,
+                };
+                let pins = match pin_user_range(mm, va, gap_end - idx, must, mode) {
+                    Ok(pins) => pins,
+                    Err(e) if e == EFAULT && matches!(cause, PinCause::Access { .. }) => {
+                        // The access fails at this page; what was pinned before it stays.
+                        if committed == 0 && idx == first {
+                            self.stats.add(Kind::AccessFaults, 1);
+                            return Err(EFAULT);
+                        }
+                        break 'pages;
+                    }
+                    Err(e) if e == EFAULT => {
+                        // Skip the page, the hole after it up to the next VMA, or the whole
+                        // VMA when its protection refuses the access.
+                        faulted = true;
+                        let resume = resume_after_fault(mm, va, mode.write);
+                        let next = resume.saturating_sub(self.start).div_ceil(PAGE_SIZE);
+                        idx = next.clamp(idx + 1, end);
+                        continue 'pages;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let n = pins.len();
+                match self.commit(idx, pins, seq)? {
+                    Some(c) => {
+                        committed += c;
+                        idx += n;
+                        continue 'pages;
+                    }
+                    None => {
+                        self.stats.add(Kind::RepinRetries, 1);
+                        self.check_interrupted()?;
+                    }
+                }
+            }
+            // Invalidations kept winning: leave this batch absent (pinned on demand later).
+            idx += 1;
+        }
+        match cause {
+            PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
+            PinCause::OnDemand | PinCause::Access { .. } => {
+                self.stats.add(Kind::OnDemandRepins, committed as u64)
+            }
+            PinCause::Register => {}
+        }
+        if committed == 0 && faulted {
+            return Err(EFAULT);
+        }
+        Ok(committed)
+    }
+
+    /// Commits `pins` (the pages from index `idx` on) into the absent slots, in place of
+    /// suspect pins, and in place of read pins when they are write pins, unless an invalidation
+    /// began since `read_begin` returned `seq` (then every pin of the round is the page mapped
+    /// now). Returns the number committed, or `None` when the round must be retried. Pins not
+    /// committed, and the pins replaced, are dropped after the lock is released. Errors:
+    /// `EFAULT` (dead region), `ENOMEM`.
+    fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
+        // Room for the duplicates, allocated before the lock (no allocation under it).
+        let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
+        let inner = self.pages.lock();
+        if inner.dead {
+            drop(inner);
+            return Err(EFAULT);
+        }
+        if self.notifier.read_retry(seq) {
+            drop(inner);
+            return Ok(None);
+        }
+        let mut committed = 0;
+        let mut added = 0u64;
+        let mut table = self.table.lock();
+        for (i, pin) in pins.drain_all().enumerate() {
+            let slot = &mut table[idx + i];
+            match slot {
+                None => {
+                    *slot = Some(PagePin {
+                        page: pin,
+                        suspect: false,
+                    });
+                    committed += 1;
+                    added += 1;
+                }
+                Some(old) if old.suspect || (pin.writable() && !old.page.writable()) => {
+                    // The new pin is the page mapped now (no invalidation began since `seq`):
+                    // it replaces a suspect pin, or a read pin when it is a write pin. Cannot
+                    // fail: `extra` has room for every pin.
+                    let _ = extra.push_within_capacity(core::mem::replace(&mut old.page, pin));
+                    old.suspect = false;
+                    committed += 1;
+                }
+                Some(_) => {
+                    // Pinned meanwhile by someone else: keep theirs. Cannot fail, as above.
+                    let _ = extra.push_within_capacity(pin);
+                }
+            }
+        }
+        drop(table);
+        drop(inner);
+        self.stats.add(Kind::PagesPinned, added);
+        // `extra` is dropped (unpinned) here, outside the lock.
+        Ok(Some(committed))
+    }
+
+    /// Pins the pages of `[va, va + len)` now, as `how` asks (the semantics of
+    /// `ibv_advise_mr()` on an ODP MR): for reading, faulting pages in; for writing, faulting and
+    /// breaking COW; or, with `nofault`, only the pages present in the page table, for reading.
+    /// Returns the pages newly pinned (or upgraded to write pins).
+    ///
+    /// Errors: as [`Region::copy_bounced`]'s range checks; `EACCES` for a write prefetch of a
+    /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned as
+    /// asked afterwards (nothing mapped, or the protection refuses the access); `ECANCELED`, `EINTR`, `ENOMEM`. Sleeps;
+    /// bounded as [`Region::fill`].
+    pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> Result<usize> {
+        if how.write && !self.access.write {
+            return Err(EACCES);
+        }
+        let off = self.offset_of(va, len)?;
+        let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
+        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
+        let mode = PinMode {
+            write: how.write,
+            nofault: how.nofault,
+            owner: self.current_is_owner(),
+        };
+        let mut pinned = 0;
+        loop {
+            match self.fill(&mm, a, b - a, PinCause::OnDemand, mode) {
+                Ok(n) => {
+                    pinned += n;
+                    break;
+                }
+                Err(EFAULT) => break,
+                // A userfault this context must not wait for (a device task's asynchronous
+                // advice): deliver it from a fault request, then go on. Each round resolves
+                // one fault or ends (cancellation, a signal, the region's death).
+                Err(EBUSY) => match self.next_gap(a, b, mode)? {
+                    Some((i, _)) => self.wait_for_fault(i, mode.write)?,
+                    None => break,
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        if how.nofault {
+            return Ok(pinned);
+        }
+        let inner = self.pages.lock();
+        if inner.dead {
+            return Err(EFAULT);
+        }
+        let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
+        // At most `TABLE_CHUNK` slots per hold of the table lock.
+        let mut from = a;
+        while from < b {
+            let to = b.min(from + TABLE_CHUNK);
+            if self.table.lock()[from..to].iter().any(usable) {
+                return Ok(pinned);
+            }
+            from = to;
+        }
+        Err(EFAULT)
+    }
+}
+
+/// One [`Region::fill`] in progress, counted in [`RegionInner::fills`].
+pub(super) struct FillGuard<'a>(&'a Region);
+
+impl<'a> FillGuard<'a> {
+    /// Counts a pin round in. Errors: `EFAULT` when the region is dead, `ECANCELED` when it is
+    /// cancelled (teardown sets both before it waits, so no round starts after that).
+    pub(super) fn enter(region: &'a Region) -> Result<Self> {
+        let mut inner = region.pages.lock();
+        if inner.dead {
+            return Err(EFAULT);
+        }
+        if region.cancelled.load(Acquire) {
+            return Err(ECANCELED);
+        }
+        inner.fills += 1;
+        Ok(FillGuard(region))
+    }
+}
+
+impl Drop for FillGuard<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.0.pages.lock();
+        inner.fills -= 1;
+        if inner.fills == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}

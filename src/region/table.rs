@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pins of a region: its pin table (under `Region::table`) and the charge of its pages to
+//! `mm->pinned_vm`.
+//!
+//! `Region::table`: super::Region
+
+use crate::pin::PinnedPage;
+use kernel::bindings;
+use kernel::mm::Mm;
+use kernel::prelude::*;
+
+// Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn vamr_memlock_limit_pages() -> usize;
+    fn vamr_pinned_vm_add(mm: *mut bindings::mm_struct, npages: isize) -> i64;
+    fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
+}
+
+/// One pinned page of a region.
+pub(super) struct PagePin {
+    pub(super) page: PinnedPage,
+    /// Set by an invalidation over the page: the mapping may have changed, so accesses do not
+    /// use the pin until the verify pass (or an access that pins again) checked it against the
+    /// page table.
+    pub(super) suspect: bool,
+}
+
+impl PagePin {
+    /// Whether an access (a write when `write`) may use the pin as it is.
+    pub(super) fn usable(&self, write: bool) -> bool {
+        !self.suspect && (!write || self.page.writable())
+    }
+}
+
+/// The pin table of a region, under `Region::table`: one entry per page of the region;
+/// `None` is an absent page. A `KVVec`: 16 bytes per page, so large regions need more than
+/// kmalloc gives. A pin may be a read pin even in a writable region (read prefetch, on-demand
+/// read); writes need a write pin and upgrade. Teardown empties it (an access that then looks a
+/// page up finds nothing and takes the slow path, which sees the region dead).
+pub(super) type PinTable = KVVec<Option<PagePin>>;
+
+/// Most slots an invalidation visits per hold of `Region::table`: bounds the time a run of
+/// the data path waits for it (the invalidation itself has not returned until it visited all).
+pub(super) const TABLE_CHUNK: usize = 4096;
+
+/// A pin table of `npages` absent pages, charged to the memory cgroup of current.
+pub(super) fn new_table(npages: usize) -> Result<PinTable> {
+    let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
+    let mut pins = KVVec::with_capacity(npages, flags)?;
+    for _ in 0..npages {
+        pins.push(None, flags)?;
+    }
+    Ok(pins)
+}
+
+/// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.
+pub(super) struct PinnedVmCharge<'a> {
+    mm: &'a Mm,
+    npages: usize,
+}
+
+impl<'a> PinnedVmCharge<'a> {
+    /// Charges `npages` to `mm->pinned_vm`. Errors: `ENOMEM` when the total would exceed
+    /// `RLIMIT_MEMLOCK` of current and current lacks `CAP_IPC_LOCK` (the check of
+    /// `ib_umem_get()` in drivers/infiniband/core/umem.c).
+    pub(super) fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
+        // SAFETY: `mm` is a valid mm (we hold a reference).
+        let total = unsafe { vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
+        let charge = PinnedVmCharge { mm, npages };
+        // SAFETY: no preconditions; reads current's rlimit.
+        let limit = unsafe { vamr_memlock_limit_pages() };
+        if total as u64 > limit as u64 {
+            // SAFETY: `capable()` may be called from process context with any capability.
+            let privileged = unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) };
+            if !privileged {
+                return Err(ENOMEM);
+            }
+        }
+        Ok(charge)
+    }
+
+    /// Keeps the charge (it will be returned with [`PinnedVmCharge::release`]).
+    pub(super) fn commit(self) {
+        core::mem::forget(self);
+    }
+
+    /// Returns a committed charge of `npages` to `mm`.
+    pub(super) fn release(mm: &Mm, npages: usize) {
+        // SAFETY: `mm` is a valid mm (we hold a reference).
+        unsafe { vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
+    }
+}
+
+impl Drop for PinnedVmCharge<'_> {
+    fn drop(&mut self) {
+        Self::release(self.mm, self.npages);
+    }
+}
