@@ -24,6 +24,7 @@ use crate::notifier::{
 };
 use crate::pin::{PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
+use crate::trace;
 use crate::uapi;
 use kernel::bindings;
 use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
@@ -254,6 +255,8 @@ impl InvalidateHandler for Region {
             }
             self.stats.add(Kind::PagesUnpinned, dropped);
             self.stats.sub(Kind::PagesPinned, dropped);
+            let r = (range.start(), range.end());
+            trace::invalidate(self.start, r, event, 0, dropped as usize, range.blockable());
             if event == Event::Release {
                 inner.dead = true;
                 inner.suspect = (0, 0);
@@ -263,7 +266,7 @@ impl InvalidateHandler for Region {
         // The mapping may stay as it is (a page-table split, write protection, a failed
         // migration) or change: stop accesses now, keep the pins, and let the verify pass
         // decide. Our pin keeps each old page allocated meanwhile.
-        let mut marked = false;
+        let mut marked = 0usize;
         let mut idx = a;
         while idx < b {
             let end = b.min(idx + TABLE_CHUNK);
@@ -271,13 +274,15 @@ impl InvalidateHandler for Region {
             if let Some(chunk) = table.get_mut(idx..end) {
                 for pin in chunk.iter_mut().flatten() {
                     pin.suspect = true;
-                    marked = true;
+                    marked += 1;
                 }
             }
             drop(table);
             idx = end;
         }
-        if marked && !inner.dead {
+        let r = (range.start(), range.end());
+        trace::invalidate(self.start, r, event, marked, 0, range.blockable());
+        if marked > 0 && !inner.dead {
             let (sa, sb) = inner.suspect;
             inner.suspect = if sa < sb {
                 (sa.min(a), sb.max(b))
@@ -545,13 +550,14 @@ impl Registration {
         // INVARIANT: the notifier is inserted over the page cover until teardown.
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
-        match region.fill(
-            mm,
-            0,
-            region.npages,
-            PinCause::Register,
-            region.registration_mode(),
-        ) {
+        let mode = region.registration_mode();
+        let filled = region.fill(mm, 0, region.npages, PinCause::Register, mode);
+        let (pinned, err) = match filled {
+            Ok(n) => (n, 0),
+            Err(e) => (0, e.to_errno()),
+        };
+        trace::register(region.start, region.npages, mode.write, pinned, err);
+        match filled {
             Ok(_) | Err(EFAULT) => Ok(()),
             Err(e) => Err(e),
         }

@@ -85,7 +85,14 @@ pub(crate) fn verify(
 }
 
 /// An access (`access`) or a prefetch pinned `pinned` of `npages` pages from `va`.
-pub(crate) fn repin(start: usize, va: usize, npages: usize, pinned: usize, write: bool, access: bool) {
+pub(crate) fn repin(
+    start: usize,
+    va: usize,
+    npages: usize,
+    pinned: usize,
+    write: bool,
+    access: bool,
+) {
     // SAFETY: plain values; the wrapper only records them.
     unsafe { vamr_trace_repin(start, va, npages, pinned, write, access) }
 }

@@ -102,6 +102,7 @@ impl Region {
             // A fresh box is never queued already: enqueueing it cannot fail.
             crate::fault_workqueue_get().enqueue(request);
             self.stats.add(Kind::FaultRequests, 1);
+            crate::trace::fault_request(self.start, va, write);
         }
         let mut inner = self.pages.lock();
         while inner.faults_done == ticket {

@@ -174,7 +174,10 @@ impl Region {
         match cause {
             PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
             PinCause::OnDemand | PinCause::Access { .. } => {
-                self.stats.add(Kind::OnDemandRepins, committed as u64)
+                self.stats.add(Kind::OnDemandRepins, committed as u64);
+                let access = matches!(cause, PinCause::Access { .. });
+                let va = self.start + first * PAGE_SIZE;
+                crate::trace::repin(self.start, va, count, committed, mode.write, access);
             }
             PinCause::Register => {}
         }

@@ -92,7 +92,7 @@ impl Region {
         while done < len {
             // One load of a flag that is written once: no shared line is dirtied.
             if self.cancelled.load(Acquire) {
-                return Err(ECANCELED);
+                return Err(self.access_error(off + done, len, write, ECANCELED));
             }
             let before = done;
             {
@@ -122,11 +122,20 @@ impl Region {
             }
             misses += 1;
             if misses > REPIN_ATTEMPTS {
-                return Err(EAGAIN);
+                return Err(self.access_error(off + done, len, write, EAGAIN));
             }
-            self.pin_for_access((off + done) / PAGE_SIZE, last, write)?;
+            if let Err(e) = self.pin_for_access((off + done) / PAGE_SIZE, last, write) {
+                return Err(self.access_error(off + done, len, write, e));
+            }
         }
         Ok(())
+    }
+
+    /// Reports a failed access (trace event `vamr_access_error`) at byte offset `off` from
+    /// `start`, of an access of `len` bytes, and returns `err`.
+    fn access_error(&self, off: usize, len: usize, write: bool, err: Error) -> Error {
+        crate::trace::access_error(self.start, self.start + off, len, write, err.to_errno());
+        err
     }
 
     /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when

@@ -146,6 +146,7 @@ impl Region {
         self.stats.add(Kind::PinsKept, kept);
         self.stats.add(Kind::PagesUnpinned, dropped);
         self.stats.sub(Kind::PagesPinned, dropped);
+        let mut swapped = 0;
         if swap.0 < swap.1 {
             // Pin the pages mapped now in place of the old ones, without faulting: what is not
             // present stays absent and is pinned by the next access that needs it.
@@ -155,10 +156,20 @@ impl Region {
                 owner: false,
             };
             match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
-                Ok(_) | Err(EFAULT) => {}
+                Ok(n) => swapped = n,
+                Err(EFAULT) => {}
                 Err(e) => return Err(e),
             }
         }
+        let released = (dropped as usize).saturating_sub(swapped);
+        crate::trace::verify(
+            self.start,
+            self.start + i * PAGE_SIZE,
+            n,
+            kept as usize,
+            swapped,
+            released,
+        );
         Ok(())
     }
 }

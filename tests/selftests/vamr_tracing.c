@@ -110,6 +110,14 @@ TEST_F(tracing, region_life_in_events)
 	size_t len = 8 * PAGE;
 	uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char start[32], drop[64], *trace;
+	const char *reg[] = { "vamr_register:", NULL, "npages=8 rw pinned=8 err=0", NULL };
+	const char *inv[] = { "vamr_invalidate:", NULL, "event=CLEAR", "suspect=1 dropped=0", NULL };
+	const char *ver[] = { "vamr_verify:", NULL, "kept=0 swapped=0 dropped=1", NULL };
+	const char *rep[] = { "vamr_repin:", NULL, "pinned=1 read access", NULL };
+	const char *rep_va[] = { "vamr_repin:", NULL, NULL };
+	const char *unm[] = { "vamr_invalidate:", NULL, "event=UNMAP", "dropped=1", NULL };
+	const char *err[] = { "vamr_access_error:", NULL, "len=64 read err=-14", NULL };
+	const char *const *want[] = { reg, inv, ver, rep, rep_va, unm, err };
 	uint8_t buf[64];
 	uint32_t h;
 
@@ -131,27 +139,16 @@ TEST_F(tracing, region_life_in_events)
 
 	trace = read_trace();
 	ASSERT_NE(NULL, trace);
-	{
-		const char *reg[] = { "vamr_register:", start, "npages=8 rw pinned=8 err=0", NULL };
-		const char *inv[] = { "vamr_invalidate:", start, "event=CLEAR", "suspect=1 dropped=0",
-				      NULL };
-		const char *ver[] = { "vamr_verify:", start, "kept=0 swapped=0 dropped=1", NULL };
-		const char *rep[] = { "vamr_repin:", start, "pinned=1 read access", NULL };
-		const char *unm[] = { "vamr_invalidate:", start, "event=UNMAP", "dropped=1", NULL };
-		const char *err[] = { "vamr_access_error:", start, "len=64 read err=-14", NULL };
+	snprintf(drop, sizeof(drop), "va=%p ", a + 2 * PAGE);
+	reg[1] = inv[1] = ver[1] = rep[1] = unm[1] = err[1] = start;
+	rep_va[1] = drop;
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		const char *line = find_line(trace, want[k]);
 
-		snprintf(drop, sizeof(drop), "va=%p ", a + 2 * PAGE);
-		EXPECT_NE(NULL, find_line(trace, reg)) TH_LOG("no register event in:\n%s", trace);
-		EXPECT_NE(NULL, find_line(trace, inv)) TH_LOG("no CLEAR event in:\n%s", trace);
-		EXPECT_NE(NULL, find_line(trace, ver)) TH_LOG("no verify event in:\n%s", trace);
-		EXPECT_NE(NULL, find_line(trace, rep)) TH_LOG("no repin event in:\n%s", trace);
-		{
-			const char *rep_va[] = { "vamr_repin:", drop, NULL };
-
-			EXPECT_NE(NULL, find_line(trace, rep_va)) TH_LOG("repin not at %s", drop);
-		}
-		EXPECT_NE(NULL, find_line(trace, unm)) TH_LOG("no UNMAP event in:\n%s", trace);
-		EXPECT_NE(NULL, find_line(trace, err)) TH_LOG("no access error event in:\n%s", trace);
+		EXPECT_NE(NULL, line) TH_LOG("no \"%s\" event with %s in:\n%s", want[k][0],
+					     want[k][2] ? want[k][2] : "", trace);
+		if (line)
+			printf("# %s\n", line);
 	}
 	free(trace);
 	munmap(a, len);
