@@ -7,8 +7,10 @@
  *
  * /dev/vamr_api_test, one region per open file:
  *   VAMR_API_TEST_CREATE   {addr, len, access, compare}
- *                          vamr_region_create_on() of the module's device
- *                          (VAMR_API_TEST_IB_INDEX), key = compare
+ *                          compare != 0: vamr_region_create_on() of the
+ *                          module's device (VAMR_API_TEST_IB_INDEX), key =
+ *                          compare; compare == 0: vamr_region_create(), not
+ *                          listed on any device
  *   VAMR_API_TEST_READ     {addr, len, buf}         vamr_region_read() into a
  *                                                   kernel buffer, then to buf
  *   VAMR_API_TEST_WRITE    {addr, len, buf}         buf to a kernel buffer, then
@@ -118,8 +120,11 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 			ret = -EBUSY;
 			break;
 		}
-		r = vamr_region_create_on(api_test_vamr_dev, a.addr, a.len, a.access,
-					  (u32)a.compare);
+		if (a.compare)
+			r = vamr_region_create_on(api_test_vamr_dev, a.addr, a.len, a.access,
+						  (u32)a.compare);
+		else
+			r = vamr_region_create(a.addr, a.len, a.access, 0);
 		if (IS_ERR(r))
 			ret = PTR_ERR(r);
 		else
