@@ -346,6 +346,9 @@ module_param(max_regions_per_mm, uint, 0644);
 MODULE_PARM_DESC(max_regions_per_mm,
 		 "Most regions (/dev/vamr regions and VA MRs together) one process may have; registering more fails with ENOSPC (default 8192)");
 
+/* From the VERSION file at the top of the tree (Kbuild). */
+MODULE_VERSION(VAMR_VERSION);
+
 unsigned int vamr_max_regions_per_mm(void)
 {
 	return READ_ONCE(max_regions_per_mm);
