@@ -13,6 +13,14 @@
 #   make kernel          build (or reuse from cache) the test kernel; prints its path
 #   make run             the main job: build everything, boot the test kernel, run the demo
 #   make test            build everything and run every test in the guest
+#   make install         install vamr.ko (KDIR's modules dir under INSTALL_MOD_PATH,
+#                        extra/), the uapi header ($(DESTDIR)$(PREFIX)/include/misc/vamr.h),
+#                        the udev rule ($(DESTDIR)$(UDEVRULESDIR)/60-vamr.rules) and vamrctl
+#                        ($(DESTDIR)$(PREFIX)/bin); PREFIX defaults to /usr/local,
+#                        UDEVRULESDIR to /etc/udev/rules.d
+#   make install-rxe     build (scripts/build-rxe.sh) and install the patched rdma_rxe
+#                        (updates/, which modprobe prefers to the stock one)
+#   make vamrctl         build tools/vamrctl/vamrctl
 #
 # The module must be built by exactly the rustc that built KDIR (else E0514).
 # A KDIR built with LLVM (the sanitizer kernel, `scripts/build-kernel.sh --sanitize`)
@@ -31,7 +39,12 @@ endif
 RUSTC_HOST := $(shell rustc --version 2>/dev/null)
 RUSTC_KDIR := $(shell sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' $(KDIR)/.config 2>/dev/null)
 
-.PHONY: all help modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test
+PREFIX ?= /usr/local
+UDEVRULESDIR ?= /etc/udev/rules.d
+VAMR_BUILD ?= $(CURDIR)/build
+
+.PHONY: all help modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test \
+	install install-modules install-headers install-udev install-tools install-rxe vamrctl
 
 all: modules
 
@@ -78,6 +91,31 @@ clean:
 			$$d/Module.symvers $$d/modules.order; \
 	done
 	$(MAKE) -C tests/selftests clean 2>/dev/null || true
+	$(MAKE) -C tools/vamrctl clean 2>/dev/null || true
+
+vamrctl:
+	$(MAKE) -C tools/vamrctl
+
+# INSTALL_MOD_PATH (a staging root) is honoured by the kernel's modules_install;
+# depmod runs there when KDIR has a System.map.
+install: install-modules install-headers install-udev install-tools
+
+install-modules: modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules_install
+
+install-headers:
+	install -D -m 0644 include/uapi/misc/vamr.h $(DESTDIR)$(PREFIX)/include/misc/vamr.h
+
+install-udev:
+	install -D -m 0644 udev/60-vamr.rules $(DESTDIR)$(UDEVRULESDIR)/60-vamr.rules
+
+install-tools: vamrctl
+	install -D -m 0755 tools/vamrctl/vamrctl $(DESTDIR)$(PREFIX)/bin/vamrctl
+
+install-rxe: modules
+	VAMR_BUILD=$(VAMR_BUILD) scripts/build-rxe.sh $(KDIR)
+	$(MAKE) -C $(KDIR) M=$(VAMR_BUILD)/rxe/drivers/infiniband/sw/rxe INSTALL_MOD_DIR=updates \
+		modules_install
 
 kernel:
 	@scripts/build-kernel.sh
