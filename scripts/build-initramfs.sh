@@ -35,7 +35,8 @@ copy_with_libs() {
 	for f in "$@"; do
 		mkdir -p "$stage$(dirname "$f")"
 		cp -L "$f" "$stage$f"
-		ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/.*ld-linux/ { print $1 }' |
+		# (ldd fails on a script: nothing to add then)
+		{ ldd "$f" 2>/dev/null || true; } | awk '/=> \// { print $3 } /^\t\/.*ld-linux/ { print $1 }' |
 			while read -r lib; do
 				[ -e "$stage$lib" ] && continue
 				mkdir -p "$stage$(dirname "$lib")"
@@ -96,6 +97,12 @@ for t in "$demodir"/* ; do
 	copy_with_libs "$t"
 	mv "$stage$t" "$stage/demo/"
 done
+
+# vamrctl (tools/vamrctl, built by prepare.sh), on PATH in the guest.
+if [ -x "$VAMR_BUILD/tools/vamrctl" ]; then
+	copy_with_libs "$VAMR_BUILD/tools/vamrctl"
+	mv "$stage$VAMR_BUILD/tools/vamrctl" "$stage/usr/bin/vamrctl"
+fi
 
 if [ -n "$extradir" ]; then
 	cp -a "$extradir/." "$stage/"

@@ -57,4 +57,6 @@ log "building selftests and examples"
 make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
 make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
 make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
+# vamrctl, installed in the guest image as /usr/bin/vamrctl (build-initramfs.sh).
+make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
 echo "$kdir"
