@@ -14,13 +14,14 @@
 #   make run             the main job: build everything, boot the test kernel, run the demo
 #   make test            build everything and run every test in the guest
 #   make install         install vamr.ko (KDIR's modules dir under INSTALL_MOD_PATH,
-#                        extra/), the uapi header ($(DESTDIR)$(PREFIX)/include/misc/vamr.h),
+#                        updates/ or INSTALL_MOD_DIR), the uapi header ($(DESTDIR)$(PREFIX)/include/misc/vamr.h),
 #                        the udev rule ($(DESTDIR)$(UDEVRULESDIR)/60-vamr.rules) and vamrctl
 #                        ($(DESTDIR)$(PREFIX)/bin); PREFIX defaults to /usr/local,
 #                        UDEVRULESDIR to /etc/udev/rules.d
 #   make install-rxe     build (scripts/build-rxe.sh) and install the patched rdma_rxe
 #                        (updates/, which modprobe prefers to the stock one)
 #   make vamrctl         build tools/vamrctl/vamrctl
+#   make dkms-modules    what dkms.conf runs: vamr.ko and the patched rdma_rxe (in build/rxe)
 #
 # The module must be built by exactly the rustc that built KDIR (else E0514).
 # A KDIR built with LLVM (the sanitizer kernel, `scripts/build-kernel.sh --sanitize`)
@@ -44,7 +45,7 @@ UDEVRULESDIR ?= /etc/udev/rules.d
 VAMR_BUILD ?= $(CURDIR)/build
 
 .PHONY: all help modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test \
-	install install-modules install-headers install-udev install-tools install-rxe vamrctl
+	install install-modules install-headers install-udev install-tools install-rxe vamrctl dkms-modules
 
 all: modules
 
@@ -116,6 +117,10 @@ install-rxe: modules
 	VAMR_BUILD=$(VAMR_BUILD) scripts/build-rxe.sh $(KDIR)
 	$(MAKE) -C $(KDIR) M=$(VAMR_BUILD)/rxe/drivers/infiniband/sw/rxe INSTALL_MOD_DIR=updates \
 		modules_install
+
+# dkms.conf's build: both modules, rdma_rxe under this tree's build/ whatever VAMR_BUILD says.
+dkms-modules: modules
+	VAMR_BUILD=$(CURDIR)/build scripts/build-rxe.sh $(KDIR)
 
 kernel:
 	@scripts/build-kernel.sh

@@ -4,7 +4,8 @@
 # Install, idempotently, everything the host needs to build the vamr test
 # kernel, the module and the guest image, and fetch the kernel source.
 #
-# - Debian packages (build tools, libclang-19, rdma-core user space, busybox).
+# - Debian packages (build tools, libclang-19, rdma-core user space, busybox,
+#   dkms for the packaging checks of scripts/host-checks.sh).
 # - qemu-system-x86 from bookworm-backports (apt preference priority 100).
 # - trixie-backports and sid, pinned at priority 1 so nothing installed is
 #   ever upgraded from them; used only to `apt-get download linux-source-7.3`.
@@ -91,7 +92,7 @@ install_debs() {
 	local pkgs=(build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 		libclang-19-dev rdma-core libibverbs-dev ibverbs-utils
 		ibverbs-providers perftest iproute2 busybox-static python3 xz-utils
-		pahole)
+		pahole dkms)
 	local missing=()
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

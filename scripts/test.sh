@@ -6,7 +6,10 @@
 # kselftest-style programs in the guest, and print one line per test and
 #   N passed, N failed, N skipped
 # Exit status 0 only when everything passed and the kernel log is clean.
-# Logs: build/logs/test/{console,results,qemu}.log
+# Before the guest, the host-side packaging checks (scripts/host-checks.sh:
+# dkms build and install against the test kernel tree, make install, all into
+# scratch directories) run; their results are the section "host" (host.*).
+# Logs: build/logs/test/{console,results,qemu,host-checks}.log
 #
 # usage: test.sh [--sanitize]
 #   --sanitize  the sanitizer run instead (Documentation/build-and-test.rst):
@@ -36,9 +39,16 @@ if [ "$sanitize" = 0 ]; then
 	mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
 	"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" \
 		"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo"
+	# Host-side checks (packaging: dkms, make install): a TAP section "host",
+	# added to the guest's results so that the collector counts it too.
+	mkdir -p "$logdir"
+	log "host checks (dkms build, make install): $logdir/host-checks.log"
+	"$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
+		[ -s "$logdir/host.tap" ] || printf '### BEGIN tap host\n### END tap host rc=1\n' >"$logdir/host.tap"
 	guest_rc=0
 	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
+	cat "$logdir/host.tap" >>"$logdir/results.log"
 	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config"
 fi
 
