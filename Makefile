@@ -13,11 +13,10 @@
 #   make kernel          build (or reuse from cache) the test kernel; prints its path
 #   make run             the main job: build everything, boot the test kernel, run the demo
 #   make test            build everything and run every test in the guest
-#   make install         install vamr.ko (KDIR's modules dir under INSTALL_MOD_PATH,
-#                        updates/ or INSTALL_MOD_DIR), the uapi header ($(DESTDIR)$(PREFIX)/include/misc/vamr.h),
-#                        the udev rule ($(DESTDIR)$(UDEVRULESDIR)/60-vamr.rules) and vamrctl
-#                        ($(DESTDIR)$(PREFIX)/bin); PREFIX defaults to /usr/local,
-#                        UDEVRULESDIR to /etc/udev/rules.d
+#   make install         install vamr.ko (modules_install: updates/, INSTALL_MOD_PATH and
+#                        INSTALL_MOD_DIR honoured), <misc/vamr.h> in $(DESTDIR)$(PREFIX)/include,
+#                        udev/60-vamr.rules in $(DESTDIR)$(UDEVRULESDIR) and vamrctl in
+#                        $(DESTDIR)$(PREFIX)/bin (PREFIX=/usr/local, UDEVRULESDIR=/etc/udev/rules.d)
 #   make install-rxe     build (scripts/build-rxe.sh) and install the patched rdma_rxe
 #                        (updates/, which modprobe prefers to the stock one)
 #   make vamrctl         build tools/vamrctl/vamrctl
