@@ -49,7 +49,11 @@ if [ "$sanitize" = 0 ]; then
 	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 	cat "$logdir/host.tap" >>"$logdir/results.log"
-	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config"
+	# Expected sections: the selftests' programs, shell tests (TEST_PROGS)
+	# included, and the host checks.
+	tests="$(make -s -C "$top/tests/selftests" list) host"
+	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
+		--tests "$tests"
 fi
 
 # The sanitizer run.
@@ -90,6 +94,6 @@ t_guest=$((SECONDS - t1))
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 rc=0
 "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
-	--faultinj "$fault_programs" || rc=$?
+	--faultinj "$fault_programs" --tests "$(make -s -C "$top/tests/selftests" list)" || rc=$?
 log "sanitizer run: build ${t_build}s (kernel, modules, tests), guest ${t_guest}s ($(cat "$logdir/accel" 2>/dev/null))"
 exit "$rc"
