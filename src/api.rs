@@ -15,9 +15,11 @@
 use crate::devices::Device;
 use crate::region::{AtomicOp, Prefetch, Registration};
 use crate::uapi;
-use core::ffi::{c_char, c_void, CStr};
+use core::ffi::{c_void, CStr};
 use kernel::error::from_err_ptr;
+use kernel::ffi::c_char;
 use kernel::prelude::*;
+use kernel::str::CStrExt;
 use kernel::sync::Arc;
 
 /// What a `struct vamr_region *` handed to C points to: the registration and, for a region
@@ -86,7 +88,7 @@ extern "C" fn vamr_device_add(name: *const c_char, ib_index: u32, access_va: u64
         return EINVAL.to_ptr();
     }
     // SAFETY: the caller passes a NUL-terminated string (the header's contract).
-    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let name = unsafe { CStr::from_char_ptr(name) }.to_bytes();
     match Device::add(name, ib_index, access_va) {
         Ok(dev) => Arc::into_raw(dev).cast(),
         Err(e) => e.to_ptr(),
