@@ -120,10 +120,10 @@ extern "C" fn vamr_region_create_on(
     if dev.is_null() {
         return EINVAL.to_ptr();
     }
-    // SAFETY: `dev` came from `vamr_device_add` and was not removed (the header's contract):
-    // the reference it stands for is live, so borrowing it to make another is sound.
-    let dev: Arc<Device> =
-        unsafe { kernel::sync::ArcBorrow::<Device>::from_raw(dev.cast()) }.into();
+    // `dev` came from `vamr_device_add` and was not removed (the header's contract).
+    // SAFETY: the reference `dev` stands for is live, so borrowing it to make another is sound.
+    let dev = unsafe { kernel::sync::ArcBorrow::<Device>::from_raw(dev.cast()) };
+    let dev: Arc<Device> = dev.into();
     match create(addr, len, access, u64::from(key), Some((dev, key))) {
         Ok(p) => p,
         Err(e) => e.to_ptr(),

@@ -283,18 +283,28 @@ impl InvalidateHandler for Region {
         let r = (range.start(), range.end());
         trace::invalidate(self.start, r, event, marked, 0, range.blockable());
         if marked > 0 && !inner.dead {
-            let (sa, sb) = inner.suspect;
-            inner.suspect = if sa < sb {
-                (sa.min(a), sb.max(b))
-            } else {
-                (a, b)
-            };
-            // SAFETY: `self` lives in an `Arc` (type invariant); it is not dead, so teardown has
-            // not run and the `Registration` still holds a reference: the count is not zero.
-            let this = unsafe { ArcBorrow::from_raw(self) };
-            self.mm_state.queue(this);
+            self.queue_suspect(&mut inner, a, b);
         }
         true
+    }
+}
+
+impl Region {
+    /// Widens the suspect range to cover `[a, b)` and queues the region on its mm's verify
+    /// queue. `inner` is the held `pages` lock of a region that is not dead. Does not sleep or
+    /// allocate (the invalidate callback calls it).
+    fn queue_suspect(&self, inner: &mut RegionInner, a: usize, b: usize) {
+        let (sa, sb) = inner.suspect;
+        inner.suspect = if sa < sb {
+            (sa.min(a), sb.max(b))
+        } else {
+            (a, b)
+        };
+        // A region that is not dead has not been torn down, so its `Registration` still holds
+        // a reference (the `Region` invariants: it lives in an `Arc`).
+        // SAFETY: `self` is in an `Arc` whose count is not zero.
+        let this = unsafe { ArcBorrow::from_raw(self) };
+        self.mm_state.queue(this);
     }
 }
 
@@ -539,9 +549,9 @@ impl Registration {
     /// errors but `EFAULT`. Sleeps.
     fn insert_and_fill(&self, mm: &MmWithUser) -> Result {
         let region = &self.region;
-        // SAFETY: `notifier` is the `HasIntervalNotifier` field of the region, which lives
-        // pinned in an `Arc`; `self` keeps it alive until its `Drop` tears the region down,
-        // which removes the notifier.
+        // The region lives pinned in an `Arc`; `self` keeps it alive until its `Drop` tears the
+        // region down, which removes the notifier.
+        // SAFETY: `notifier` is the region's `HasIntervalNotifier` field; pinned, outlives insert.
         unsafe {
             region
                 .notifier

@@ -188,9 +188,9 @@ impl Region {
     /// User space and devices may access the page at the same time; as for every copy to or
     /// from user memory, that is outside Rust's model (no Rust reference to it exists).
     fn page_io(page: NonNull<bindings::page>, in_page: usize, n: usize, io: PageIo) -> Result {
-        // SAFETY: the table lock, held by the caller, keeps the page pinned; `[in_page, in_page
-        // + n)` lies in the page (pieces are page-bounded) and `io` points to `n` bytes
-        // (`PageIo` contract); see above for races.
+        // The table lock, held by the caller, keeps the page pinned; pieces are page-bounded,
+        // so `[in_page, in_page + n)` lies in the page. See above for races.
+        // SAFETY: pinned page, in-page range, and `io` points to `n` bytes (`PageIo` contract).
         unsafe {
             let page = BorrowedPage::from_raw(page);
             match io {
@@ -321,13 +321,12 @@ impl Region {
             // SAFETY: the table lock (held inside `access`) keeps the page pinned.
             let base = unsafe { bindings::kmap_local_page(page.as_ptr()) };
             // `in_page` is 8-byte aligned (`va` is, and pages are), so the word lies within
-            // the mapped page.
-            // SAFETY: the word is valid for reads and writes while the page is mapped (until the
-            // `kunmap_local` below, after the last use of `word`) and aligned for a `u64`. The
+            // the mapped page, valid until the `kunmap_local` below (after the last use). The
             // word is user memory: user space, devices and other copies (`page_io`) may access
             // it at the same time with plain accesses, which no lock of ours can exclude; as
             // for the C atomics RDMA drivers perform on user pages, avoiding such races is the
             // application's part of the RDMA contract, and they touch no memory of the kernel.
+            // SAFETY: mapped, aligned for a `u64`, valid while mapped; races as said above.
             let word = unsafe { Atomic::<u64>::from_ptr(base.cast::<u8>().add(in_page).cast()) };
             // `Full`: fully ordered, as the C `atomic64_*()` read-modify-write operations
             // without a suffix.

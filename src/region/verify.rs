@@ -12,7 +12,6 @@ use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::Acquire;
-use kernel::sync::ArcBorrow;
 
 impl Region {
     /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
@@ -52,19 +51,9 @@ impl Region {
     /// Puts `[i, b)` back into the suspect range and queues the region for another pass.
     fn requeue_suspect(&self, i: usize, b: usize) {
         let mut inner = self.pages.lock();
-        if inner.dead {
-            return;
+        if !inner.dead {
+            self.queue_suspect(&mut inner, i, b);
         }
-        let (sa, sb) = inner.suspect;
-        inner.suspect = if sa < sb {
-            (sa.min(i), sb.max(b))
-        } else {
-            (i, b)
-        };
-        // SAFETY: `self` lives in an `Arc` (the `Region` invariants) and is not dead, so its
-        // `Registration` still holds a reference: the count is not zero.
-        let this = unsafe { ArcBorrow::from_raw(self) };
-        self.mm_state.queue(this);
     }
 
     /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see

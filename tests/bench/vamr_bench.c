@@ -1299,7 +1299,7 @@ static void print_table(double wall_s)
 	       p->dev_name, 128 << p->mtu, rounds);
 	printf("TCG guest: emulated time; compare rows within this run only. Buffers: anonymous, 2 MiB\n"
 	       "aligned, MADV_NOHUGEPAGE, every page touched by the CPU (%s column: %s).\n"
-	       "ODP on rxe has known copy bugs: its wrong data is marked CORRUPT, not a failure.\n",
+	       "ODP on the stock rxe has copy bugs (fixed by patches/rxe 0008, 0009): wrong ODP data is marked CORRUPT, not a failure.\n",
 	       big, big_size == GIB ? "1 GiB, all touched, not sparse" :
 	       "the guest's free RAM did not fit 1 GiB; the largest power of two that did");
 	{
