@@ -116,8 +116,11 @@ impl VamrFile {
         }
     }
 
-    /// The region with `handle`. Errors: `ENOENT`.
-    fn lookup(&self, handle: u32) -> Result<Arc<Region>> {
+    /// The region with `handle`, for a caller in the opener's address space: every operation
+    /// on a region goes through here, so none can skip the mm rule. Errors: `EPERM` (another
+    /// address space, checked first), `ENOENT` (no such handle).
+    fn region_of_caller(&self, handle: u32) -> Result<Arc<Region>> {
+        self.check_mm()?;
         let regions = self.regions.lock();
         match regions.slots.get(handle as usize) {
             Some(Slot::Live(reg)) => Ok(reg.region()),
@@ -231,8 +234,7 @@ impl VamrFile {
             uapi::ACCESS_OP_WRITE => Dir::Write,
             _ => return Err(EINVAL),
         };
-        self.check_mm()?;
-        let region = self.lookup(req.handle)?;
+        let region = self.region_of_caller(req.handle)?;
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
         let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
@@ -263,8 +265,7 @@ impl VamrFile {
             uapi::ATOMIC_WRITE => AtomicOp::Write { value: req.swap },
             _ => return Err(EINVAL),
         };
-        self.check_mm()?;
-        let region = self.lookup(req.handle)?;
+        let region = self.region_of_caller(req.handle)?;
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         req.result = region.atomic(addr, op)?;
         writer.write(&req)?;
@@ -279,8 +280,7 @@ impl VamrFile {
             return Err(EINVAL);
         }
         let how = Prefetch::from_flags(req.flags)?;
-        self.check_mm()?;
-        let region = self.lookup(req.handle)?;
+        let region = self.region_of_caller(req.handle)?;
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
         req.pages = u32::try_from(region.prefetch(addr, len, how)?).unwrap_or(u32::MAX);
@@ -345,12 +345,12 @@ impl VamrFile {
         if req.flags != 0 {
             return Err(EINVAL);
         }
-        self.check_mm()?;
         if req.handle == uapi::STATS_GLOBAL {
+            self.check_mm()?;
             req.generation = 0;
             req.counters = stats::global_snapshot();
         } else {
-            let region = self.lookup(req.handle)?;
+            let region = self.region_of_caller(req.handle)?;
             req.generation = region.generation();
             req.counters = region.stats.snapshot();
         }

@@ -53,6 +53,10 @@ impl Kind {
     const COUNT: usize = Kind::FaultRequests as usize + 1;
 }
 
+// `struct vamr_counters` ([`uapi::Counters`]) holds one `u64` per kind and one per invalidation
+// kind ([`Counters::snapshot`] fills every field).
+const _: () = assert!(core::mem::size_of::<uapi::Counters>() == 8 * (Kind::COUNT + Event::COUNT));
+
 /// One set of counters.
 pub(crate) struct Counters {
     by_kind: [Atomic<u64>; Kind::COUNT],

@@ -3,9 +3,11 @@
 //! The user-space ABI of `/dev/vamr`, mirrored from `include/uapi/misc/vamr.h`.
 //!
 //! The C header is the source of truth. The kernel's `bindings` crate does not cover
-//! out-of-tree headers, so the layouts are written again here; the KUnit suite at the end of
-//! this file compares every ioctl number, size and key offset with what the C compiler derived
-//! from the header (published by `src/vamr_glue.c`), so a drift fails the suite at module load.
+//! out-of-tree headers, so the layouts are written again here, with the size of every structure
+//! and the offset of every field, checked at compile time (see `abi_struct!`); `src/vamr_glue.c`
+//! asserts the same numbers against the header. The KUnit suite at the end of this file compares
+//! the constants and ioctl numbers (which encode the sizes) with what the C compiler derived
+//! from the header, published by `src/vamr_glue.c`.
 
 use crate::notifier;
 use kernel::ioctl::{_IOW, _IOWR};
@@ -76,18 +78,26 @@ pub(crate) const EVENTS_CLOEXEC: u32 = 1 << 1;
 /// `VAMR_STATS_GLOBAL`.
 pub(crate) const STATS_GLOBAL: u32 = 0xffff_ffff;
 
-/// Declares `repr(C)` plain-old-data ABI structures with their byte-transmute impls.
+/// Declares `repr(C)` plain-old-data ABI structures with their byte-transmute impls, and checks
+/// at compile time that each has the size `= N` and every field the offset `@ N` (`field @ N: type`) that
+/// `include/uapi/misc/vamr.h` gives it (`src/vamr_glue.c` asserts the same numbers against the
+/// header with `static_assert`, so a drift on either side fails the build).
 macro_rules! abi_struct {
-    ($($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? })*) => {$(
+    ($($(#[$m:meta])* $name:ident = $size:literal {
+        $($(#[$fm:meta])* $f:ident @ $off:literal : $t:ty),* $(,)?
+    })*) => {$(
         $(#[$m])*
         ///
         /// # Invariants
         ///
-        /// `repr(C)` with only `u32`/`u64` fields (or arrays and structs of them) laid out
-        /// without padding, as the static asserts of `src/vamr_glue.c` and the KUnit suite check.
+        /// `repr(C)` with only integer fields (or arrays and structs of them) laid out
+        /// without padding, as the compile-time checks below and in `src/vamr_glue.c` ensure.
         #[repr(C)]
         #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
         pub(crate) struct $name { $($(#[$fm])* pub(crate) $f: $t),* }
+
+        const _: () = assert!(core::mem::size_of::<$name>() == $size);
+        $(const _: () = assert!(core::mem::offset_of!($name, $f) == $off);)*
 
         // SAFETY: integer fields only and no padding (type invariant): every bit pattern is
         // valid, and there is no interior mutability.
@@ -97,60 +107,98 @@ macro_rules! abi_struct {
     )*};
 }
 
+// The offsets of `struct vamr_counters` below count `VAMR_EVENT_COUNT` (8) invalidation kinds.
+const _: () = assert!(notifier::Event::COUNT == 8);
+
 abi_struct! {
     /// `struct vamr_query`.
-    Query { abi_version: u32, flags: u32, features: u64, page_size: u32, reserved: u32 }
+    Query = 24 {
+        abi_version @ 0: u32,
+        flags @ 4: u32,
+        features @ 8: u64,
+        page_size @ 16: u32,
+        reserved @ 20: u32,
+    }
     /// `struct vamr_register`.
-    Register { addr: u64, len: u64, cookie: u64, access: u32, flags: u32, handle: u32, reserved: u32 }
+    Register = 40 {
+        addr @ 0: u64,
+        len @ 8: u64,
+        cookie @ 16: u64,
+        access @ 24: u32,
+        flags @ 28: u32,
+        handle @ 32: u32,
+        reserved @ 36: u32,
+    }
     /// `struct vamr_handle_arg`.
-    HandleArg { handle: u32, flags: u32 }
+    HandleArg = 8 { handle @ 0: u32, flags @ 4: u32 }
     /// `struct vamr_access`.
-    Access { addr: u64, len: u64, buf: u64, handle: u32, op: u32 }
+    Access = 32 { addr @ 0: u64, len @ 8: u64, buf @ 16: u64, handle @ 24: u32, op @ 28: u32 }
     /// `struct vamr_atomic`.
-    Atomic { addr: u64, compare: u64, swap: u64, result: u64, handle: u32, op: u32 }
+    Atomic = 40 {
+        addr @ 0: u64,
+        compare @ 8: u64,
+        swap @ 16: u64,
+        result @ 24: u64,
+        handle @ 32: u32,
+        op @ 36: u32,
+    }
     /// `struct vamr_prefetch`.
-    Prefetch { addr: u64, len: u64, handle: u32, flags: u32, pages: u32, reserved: u32 }
+    Prefetch = 32 {
+        addr @ 0: u64,
+        len @ 8: u64,
+        handle @ 16: u32,
+        flags @ 20: u32,
+        pages @ 24: u32,
+        reserved @ 28: u32,
+    }
     /// `struct vamr_counters`.
-    Counters {
-        pages_pinned: u64,
-        regions: u64,
-        invalidations: [u64; notifier::Event::COUNT],
-        invalidations_refused: u64,
-        pages_unpinned: u64,
-        pins_swapped: u64,
-        ondemand_repins: u64,
-        repin_retries: u64,
-        access_faults: u64,
-        bytes_read: u64,
-        bytes_written: u64,
-        pins_kept: u64,
-        fault_requests: u64,
+    Counters = 160 {
+        pages_pinned @ 0: u64,
+        regions @ 8: u64,
+        invalidations @ 16: [u64; notifier::Event::COUNT],
+        invalidations_refused @ 80: u64,
+        pages_unpinned @ 88: u64,
+        pins_swapped @ 96: u64,
+        ondemand_repins @ 104: u64,
+        repin_retries @ 112: u64,
+        access_faults @ 120: u64,
+        bytes_read @ 128: u64,
+        bytes_written @ 136: u64,
+        pins_kept @ 144: u64,
+        fault_requests @ 152: u64,
     }
     /// `struct vamr_stats`.
-    Stats { handle: u32, flags: u32, generation: u64, counters: Counters }
+    Stats = 176 { handle @ 0: u32, flags @ 4: u32, generation @ 8: u64, counters @ 16: Counters }
     /// `struct vamr_event`.
-    Event { addr: u64, len: u64, cookie: u64, generation: u64, handle: u32, kind: u32 }
+    Event = 40 {
+        addr @ 0: u64,
+        len @ 8: u64,
+        cookie @ 16: u64,
+        generation @ 24: u64,
+        handle @ 32: u32,
+        kind @ 36: u32,
+    }
     /// `struct vamr_events_open`.
-    EventsOpen { flags: u32, fd: i32 }
+    EventsOpen = 8 { flags @ 0: u32, fd @ 4: i32 }
     /// `struct vamr_mr_query`.
-    MrQuery {
-        key: u32,
-        flags: u32,
-        ib_index: u32,
-        reserved: u32,
-        addr: u64,
-        len: u64,
-        counters: Counters,
+    MrQuery = 192 {
+        key @ 0: u32,
+        flags @ 4: u32,
+        ib_index @ 8: u32,
+        reserved @ 12: u32,
+        addr @ 16: u64,
+        len @ 24: u64,
+        counters @ 32: Counters,
     }
     /// `struct vamr_device_info` (`name` as two halves: `Default` exists for arrays of at
     /// most 32 elements).
-    DeviceInfo {
-        pos: u32,
-        flags: u32,
-        ib_index: u32,
-        reserved: u32,
-        access_va: u64,
-        name: [[u8; DEVICE_NAME_MAX / 2]; 2],
+    DeviceInfo = 88 {
+        pos @ 0: u32,
+        flags @ 4: u32,
+        ib_index @ 8: u32,
+        reserved @ 12: u32,
+        access_va @ 16: u64,
+        name @ 24: [[u8; DEVICE_NAME_MAX / 2]; 2],
     }
 }
 
@@ -208,7 +256,6 @@ impl Query {
 #[kunit_tests(vamr_kunit_uapi)]
 mod tests {
     use super::*;
-    use core::mem::{offset_of, size_of};
 
     extern "C" {
         static vamr_c_abi_version: u32;
@@ -216,23 +263,19 @@ mod tests {
         static vamr_c_access_known: u32;
         static vamr_c_event_count: u32;
         static vamr_c_ioc: [u32; 10];
-        static vamr_c_sizes: [u32; 12];
-        static vamr_c_offsets: [u32; 8];
     }
 
     #[test]
     fn rust_abi_matches_c_header() {
         // SAFETY: these are `const` objects defined in `src/vamr_glue.c`, linked into this module
         // and never written; copying them out is a plain read of initialized memory.
-        let (ver, known, access, events, ioc, sizes, offsets) = unsafe {
+        let (ver, known, access, events, ioc) = unsafe {
             (
                 vamr_c_abi_version,
                 vamr_c_features_known,
                 vamr_c_access_known,
                 vamr_c_event_count,
                 vamr_c_ioc,
-                vamr_c_sizes,
-                vamr_c_offsets,
             )
         };
         assert_eq!(ver, ABI_VERSION);
@@ -251,37 +294,9 @@ mod tests {
             IOC_MR_QUERY,
             IOC_DEVICE,
         ];
+        // The ioctl numbers encode the sizes: this also compares every structure's size as each
+        // compiler sees it (the offsets are checked at build time, see `abi_struct!`).
         assert_eq!(ioc, rust_ioc);
-        let rust_sizes = [
-            size_of::<Query>(),
-            size_of::<Register>(),
-            size_of::<HandleArg>(),
-            size_of::<Access>(),
-            size_of::<Atomic>(),
-            size_of::<Prefetch>(),
-            size_of::<Stats>(),
-            size_of::<Counters>(),
-            size_of::<Event>(),
-            size_of::<EventsOpen>(),
-            size_of::<MrQuery>(),
-            size_of::<DeviceInfo>(),
-        ];
-        for (c, r) in sizes.iter().zip(rust_sizes.iter()) {
-            assert_eq!(*c as usize, *r);
-        }
-        let rust_offsets = [
-            offset_of!(Query, features),
-            offset_of!(Register, handle),
-            offset_of!(Access, handle),
-            offset_of!(Atomic, result),
-            offset_of!(Stats, counters),
-            offset_of!(Counters, bytes_written),
-            offset_of!(MrQuery, addr),
-            offset_of!(DeviceInfo, name),
-        ];
-        for (c, r) in offsets.iter().zip(rust_offsets.iter()) {
-            assert_eq!(*c as usize, *r);
-        }
     }
 
     #[test]

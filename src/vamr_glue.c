@@ -2,10 +2,11 @@
 /*
  * vamr C glue: what the Rust side of the module cannot reach by itself.
  *
- * Rust cannot include the UAPI header, so the values the C compiler derives
- * from it (ioctl numbers, structure sizes and field offsets) are published
- * here and compared with the Rust definitions by the KUnit suite
- * (src/uapi.rs), so the two can never drift apart silently.
+ * Rust cannot include the UAPI header: the layouts src/uapi.rs declares are
+ * asserted against the header below, at compile time, and the constants and
+ * ioctl numbers the C compiler derives from it are published here and
+ * compared with the Rust ones by the KUnit suite (src/uapi.rs), so the two
+ * can never drift apart silently.
  */
 #include <linux/build_bug.h>
 #include <linux/stddef.h>
@@ -24,35 +25,110 @@ const u32 vamr_c_ioc[10] = {
 	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS, VAMR_IOC_EVENTS_OPEN,
 	VAMR_IOC_MR_QUERY, VAMR_IOC_DEVICE,
 };
-const u32 vamr_c_sizes[12] = {
-	sizeof(struct vamr_query), sizeof(struct vamr_register),
-	sizeof(struct vamr_handle_arg), sizeof(struct vamr_access),
-	sizeof(struct vamr_atomic), sizeof(struct vamr_prefetch),
-	sizeof(struct vamr_stats), sizeof(struct vamr_counters),
-	sizeof(struct vamr_event), sizeof(struct vamr_events_open),
-	sizeof(struct vamr_mr_query), sizeof(struct vamr_device_info),
-};
-const u32 vamr_c_offsets[8] = {
-	offsetof(struct vamr_query, features),
-	offsetof(struct vamr_register, handle),
-	offsetof(struct vamr_access, handle),
-	offsetof(struct vamr_atomic, result),
-	offsetof(struct vamr_stats, counters),
-	offsetof(struct vamr_counters, bytes_written),
-	offsetof(struct vamr_mr_query, addr),
-	offsetof(struct vamr_device_info, name),
-};
+/*
+ * The size of every structure and the offset of every field, as src/uapi.rs
+ * declares and checks them at compile time (abi_struct!): the same numbers,
+ * asserted here against the header. The ABI must not depend on the user-space
+ * word size: no implicit padding.
+ */
+#define VAMR_SIZE(s, n) static_assert(sizeof(struct s) == (n))
+#define VAMR_AT(s, f, n) static_assert(offsetof(struct s, f) == (n))
 
-/* The ABI must not depend on the user-space word size: no implicit padding. */
-static_assert(sizeof(struct vamr_query) == 24);
-static_assert(sizeof(struct vamr_register) == 40);
-static_assert(sizeof(struct vamr_access) == 32);
-static_assert(sizeof(struct vamr_atomic) == 40);
-static_assert(sizeof(struct vamr_prefetch) == 32);
-static_assert(sizeof(struct vamr_stats) == 16 + 8 * (12 + VAMR_EVENT_COUNT));
-static_assert(sizeof(struct vamr_event) == 40);
-static_assert(sizeof(struct vamr_device_info) == 24 + VAMR_DEVICE_NAME_MAX);
-static_assert(offsetof(struct vamr_mr_query, addr) == 16);
+static_assert(VAMR_EVENT_COUNT == 8);
+
+VAMR_SIZE(vamr_query, 24);
+VAMR_AT(vamr_query, abi_version, 0);
+VAMR_AT(vamr_query, flags, 4);
+VAMR_AT(vamr_query, features, 8);
+VAMR_AT(vamr_query, page_size, 16);
+VAMR_AT(vamr_query, reserved, 20);
+
+VAMR_SIZE(vamr_register, 40);
+VAMR_AT(vamr_register, addr, 0);
+VAMR_AT(vamr_register, len, 8);
+VAMR_AT(vamr_register, cookie, 16);
+VAMR_AT(vamr_register, access, 24);
+VAMR_AT(vamr_register, flags, 28);
+VAMR_AT(vamr_register, handle, 32);
+VAMR_AT(vamr_register, reserved, 36);
+
+VAMR_SIZE(vamr_handle_arg, 8);
+VAMR_AT(vamr_handle_arg, handle, 0);
+VAMR_AT(vamr_handle_arg, flags, 4);
+
+VAMR_SIZE(vamr_access, 32);
+VAMR_AT(vamr_access, addr, 0);
+VAMR_AT(vamr_access, len, 8);
+VAMR_AT(vamr_access, buf, 16);
+VAMR_AT(vamr_access, handle, 24);
+VAMR_AT(vamr_access, op, 28);
+
+VAMR_SIZE(vamr_atomic, 40);
+VAMR_AT(vamr_atomic, addr, 0);
+VAMR_AT(vamr_atomic, compare, 8);
+VAMR_AT(vamr_atomic, swap, 16);
+VAMR_AT(vamr_atomic, result, 24);
+VAMR_AT(vamr_atomic, handle, 32);
+VAMR_AT(vamr_atomic, op, 36);
+
+VAMR_SIZE(vamr_prefetch, 32);
+VAMR_AT(vamr_prefetch, addr, 0);
+VAMR_AT(vamr_prefetch, len, 8);
+VAMR_AT(vamr_prefetch, handle, 16);
+VAMR_AT(vamr_prefetch, flags, 20);
+VAMR_AT(vamr_prefetch, pages, 24);
+VAMR_AT(vamr_prefetch, reserved, 28);
+
+VAMR_SIZE(vamr_counters, 160);
+VAMR_AT(vamr_counters, pages_pinned, 0);
+VAMR_AT(vamr_counters, regions, 8);
+VAMR_AT(vamr_counters, invalidations, 16);
+VAMR_AT(vamr_counters, invalidations_refused, 80);
+VAMR_AT(vamr_counters, pages_unpinned, 88);
+VAMR_AT(vamr_counters, pins_swapped, 96);
+VAMR_AT(vamr_counters, ondemand_repins, 104);
+VAMR_AT(vamr_counters, repin_retries, 112);
+VAMR_AT(vamr_counters, access_faults, 120);
+VAMR_AT(vamr_counters, bytes_read, 128);
+VAMR_AT(vamr_counters, bytes_written, 136);
+VAMR_AT(vamr_counters, pins_kept, 144);
+VAMR_AT(vamr_counters, fault_requests, 152);
+
+VAMR_SIZE(vamr_stats, 176);
+VAMR_AT(vamr_stats, handle, 0);
+VAMR_AT(vamr_stats, flags, 4);
+VAMR_AT(vamr_stats, generation, 8);
+VAMR_AT(vamr_stats, counters, 16);
+
+VAMR_SIZE(vamr_event, 40);
+VAMR_AT(vamr_event, addr, 0);
+VAMR_AT(vamr_event, len, 8);
+VAMR_AT(vamr_event, cookie, 16);
+VAMR_AT(vamr_event, generation, 24);
+VAMR_AT(vamr_event, handle, 32);
+VAMR_AT(vamr_event, kind, 36);
+
+VAMR_SIZE(vamr_events_open, 8);
+VAMR_AT(vamr_events_open, flags, 0);
+VAMR_AT(vamr_events_open, fd, 4);
+
+VAMR_SIZE(vamr_mr_query, 192);
+VAMR_AT(vamr_mr_query, key, 0);
+VAMR_AT(vamr_mr_query, flags, 4);
+VAMR_AT(vamr_mr_query, ib_index, 8);
+VAMR_AT(vamr_mr_query, reserved, 12);
+VAMR_AT(vamr_mr_query, addr, 16);
+VAMR_AT(vamr_mr_query, len, 24);
+VAMR_AT(vamr_mr_query, counters, 32);
+
+static_assert(VAMR_DEVICE_NAME_MAX == 64);
+VAMR_SIZE(vamr_device_info, 88);
+VAMR_AT(vamr_device_info, pos, 0);
+VAMR_AT(vamr_device_info, flags, 4);
+VAMR_AT(vamr_device_info, ib_index, 8);
+VAMR_AT(vamr_device_info, reserved, 12);
+VAMR_AT(vamr_device_info, access_va, 16);
+VAMR_AT(vamr_device_info, name, 24);
 
 /* The uverbs extension bit must stay in the optional access range. */
 #include <rdma/ib_user_ioctl_verbs.h>

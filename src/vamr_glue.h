@@ -49,8 +49,6 @@ extern const u64 vamr_c_features_known;
 extern const u32 vamr_c_access_known;
 extern const u32 vamr_c_event_count;
 extern const u32 vamr_c_ioc[10];
-extern const u32 vamr_c_sizes[12];
-extern const u32 vamr_c_offsets[8];
 
 /* src/vamr_trace.c: emit vamr's trace events (see src/vamr_trace.h). */
 void vamr_trace_register(unsigned long start, unsigned long npages, bool write,
