@@ -103,9 +103,9 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///   out) under `table` before it returns, and an access copies only through pins it found
 ///   usable under `table`, holding it for the copy: so no page is touched after the
 ///   invalidation that covered it returned, until the page table was read again and showed the
-///   same page at the VA. RegionInner change only with both `pages` and `table` held. Every suspect
-///   pin lies in `pages.suspect`, and the region is then queued on its mm's verify queue (or
-///   the pass that will clear it is running).
+///   same page at the VA. Slots of `table` change only with both `pages` and `table` held.
+///   Every suspect pin lies in `pages.suspect`, and the region is then queued on its mm's
+///   verify queue (or the pass that will clear it is running).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
