@@ -26,7 +26,6 @@ use crate::pin::{PinMode, PinnedPage};
 use crate::stats::{Counters, Kind};
 use crate::trace;
 use crate::uapi;
-use kernel::bindings;
 use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
@@ -375,10 +374,10 @@ impl Region {
         #[cfg(CONFIG_LOCKDEP)]
         {
             // SAFETY: `fs_reclaim_acquire`/`release` only annotate lockdep; paired here.
-            unsafe { bindings::fs_reclaim_acquire(bindings::GFP_KERNEL) };
+            unsafe { kernel::bindings::fs_reclaim_acquire(kernel::bindings::GFP_KERNEL) };
             drop(region.pages.lock());
             // SAFETY: pairs with the acquire above.
-            unsafe { bindings::fs_reclaim_release(bindings::GFP_KERNEL) };
+            unsafe { kernel::bindings::fs_reclaim_release(kernel::bindings::GFP_KERNEL) };
         }
         region.stats.add(Kind::Regions, 1);
         let reg = Registration {
