@@ -18,9 +18,10 @@ use kernel::mm::Mm;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
-use kernel::time::{delay::fsleep, Delta};
-use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+use kernel::time::{delay::fsleep, msecs_to_jiffies, Delta};
+use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
 
 extern "C" {
     fn vamr_max_regions_per_mm() -> u32;
@@ -38,12 +39,29 @@ pub(crate) fn max_regions_per_mm() -> usize {
 /// one run is bounded even while the process keeps invalidating.
 const VERIFY_PER_RUN: usize = 64;
 
-/// How long (microseconds) the verify work sleeps before its pass, after the first
-/// invalidation of a burst queued it: the system call that caused it (munmap, mprotect,
-/// madvise) finishes first and its other invalidations join the same pass instead of
-/// contending for `mmap_lock` with it. A sleep in the work item, not a timer: no timer can
-/// then outlive the module (destroying the workqueue drains queued and running work).
-const VERIFY_DELAY_US: i64 = 2000;
+/// How long (milliseconds, rounded up to a jiffy) the verify work waits before its pass, after
+/// the first invalidation of a burst queued it: the system call that caused it (munmap,
+/// mprotect, madvise) finishes first and its other invalidations join the same pass instead of
+/// contending for `mmap_lock` with it. A delayed work item: the invalidation arms a timer and
+/// wakes no worker, so the system call does not pay for a wakeup (an IPI to another CPU) it
+/// does not need. The timer cannot outlive the module: see [`wait_for_timers`].
+const VERIFY_DELAY_MS: u32 = 2;
+
+/// Live [`MmState`]s. A pending verify timer holds a reference to its `MmState`, so when this
+/// is 0 no timer of the module is armed (see [`wait_for_timers`]).
+static LIVE_STATES: Atomic<usize> = Atomic::new(0);
+
+/// Waits until every [`MmState`] is gone, which means no verify timer is armed any more.
+/// Called at module exit, after `/dev/vamr` is gone and before the workqueue is destroyed: no
+/// region exists then (a driver using the in-kernel API holds the module until its regions
+/// are gone), so no new timer is armed, and each armed one fires within [`VERIFY_DELAY_MS`]
+/// plus a jiffy, queues its work, whose pass finds nothing and drops the last reference.
+/// Bounded by that delay and one pass. Sleeps.
+pub(crate) fn wait_for_timers() {
+    while LIVE_STATES.load(Acquire) != 0 {
+        fsleep(Delta::from_millis(1));
+    }
+}
 
 /// One entry of [`REGISTRY`]: the regions of an mm and its shared state.
 struct Entry {
@@ -75,7 +93,7 @@ pub(crate) fn clear() {
 ///
 /// A region is in `pending` at most once (its `AtomicTracker`), and only while it has suspect
 /// pins or had them when it was queued.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct MmState {
     /// The address space (`mmgrab`), pinned for the verify pass with `mmget_not_zero`.
     mm: ARef<Mm>,
@@ -85,22 +103,32 @@ pub(crate) struct MmState {
     #[pin]
     pending: SpinLock<List<Region>>,
     #[pin]
-    work: Work<MmState>,
+    work: DelayedWork<MmState>,
 }
 
-impl_has_work! {
-    impl HasWork<Self> for MmState { self.work }
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self> for MmState { self.work }
+}
+
+#[pinned_drop]
+impl PinnedDrop for MmState {
+    fn drop(self: Pin<&mut Self>) {
+        LIVE_STATES.fetch_sub(1, Release);
+    }
 }
 
 impl MmState {
-    /// Queues `region` for the verify pass and schedules the work. Any context, does not sleep
-    /// or allocate (the invalidate callback calls it with the region lock held).
+    /// Queues `region` for the verify pass and schedules the work [`VERIFY_DELAY_MS`] later.
+    /// Any context, does not sleep or allocate (the invalidate callback calls it with the
+    /// region lock held).
     pub(crate) fn queue(self: &Arc<Self>, region: ArcBorrow<'_, Region>) {
         if let Some(item) = ListArc::try_from_arc_borrow(region) {
             self.pending.lock().push_back(item);
         }
-        // Already queued: it will see the region. Queueing does not sleep or allocate.
-        let _ = crate::workqueue_get().enqueue(self.clone());
+        // Already pending (timer armed or work queued): that pass will see the region.
+        // Arming the timer does not sleep or allocate.
+        let delay = msecs_to_jiffies(VERIFY_DELAY_MS);
+        let _ = crate::workqueue_get().enqueue_delayed(self.clone(), delay);
     }
 }
 
@@ -111,7 +139,6 @@ impl WorkItem for MmState {
     /// page table (`Region::verify`). Runs on the module's workqueue; may sleep; never faults
     /// memory in. Bounded: [`VERIFY_PER_RUN`] regions, then it queues itself again.
     fn run(this: Arc<MmState>) {
-        fsleep(Delta::from_micros(VERIFY_DELAY_US));
         let mm = this.mm.mmget_not_zero();
         for _ in 0..VERIFY_PER_RUN {
             let Some(item) = this.pending.lock().pop_front() else {
@@ -174,10 +201,12 @@ impl MmSlot {
             pin_init!(MmState {
                 mm: ARef::from(mm),
                 pending <- new_spinlock!(List::new(), "vamr_mm_pending"),
-                work <- new_work!("vamr_mm_verify"),
+                work <- new_delayed_work!("vamr_mm_verify"),
             }),
             GFP_KERNEL,
         )?;
+        // Counted once it exists; its `PinnedDrop` uncounts it.
+        LIVE_STATES.add(1, Relaxed);
         tree.try_create_and_insert(
             key,
             Entry {

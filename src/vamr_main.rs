@@ -114,12 +114,23 @@ impl Drop for Globals {
     }
 }
 
-/// The loaded module. Fields drop in declaration order: `/dev/vamr` first, then the queue
-/// (drained), then the global tables.
+/// Waits at module exit until no verify timer is armed ([`mm_state::wait_for_timers`]), so
+/// that the queue it would queue work on is still there when it fires.
+struct VerifyTimers;
+
+impl Drop for VerifyTimers {
+    fn drop(&mut self) {
+        mm_state::wait_for_timers();
+    }
+}
+
+/// The loaded module. Fields drop in declaration order: `/dev/vamr` first, then the verify
+/// timers (waited for), then the queue (drained), then the global tables.
 #[pin_data]
 struct VamrModule {
     #[pin]
     _miscdev: MiscDeviceRegistration<device::VamrFile>,
+    _verify_timers: VerifyTimers,
     _wq: ModuleQueue,
     _fault_wq: ModuleQueue,
     _globals: Globals,
@@ -131,6 +142,7 @@ impl kernel::InPlaceModule for VamrModule {
         devices::init();
         mm_state::init();
         try_pin_init!(Self {
+            _verify_timers: VerifyTimers,
             _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,
             _fault_wq: ModuleQueue::new(c"vamr_fault", &FAULT_WORKQUEUE)?,
             _globals: Globals,
