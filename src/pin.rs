@@ -38,21 +38,34 @@ pub(crate) fn fault_in(mm: &MmWithUser, addr: usize, write: bool) -> Result {
 }
 
 /// Most pages pinned by one [`pin_user_range`] call: bounds the temporary arrays (4 KiB of page
-/// pointers, 8 KiB of pins) and the work lost when an invalidation races with a pin round.
+/// pointers, 4 KiB of pins) and the work lost when an invalidation races with a pin round.
 pub(crate) const PIN_BATCH: usize = 512;
 
-/// One user page pinned with `FOLL_PIN | FOLL_LONGTERM`.
+/// `PinnedPage` tag: mark the page dirty before unpinning (the pin was taken for writing).
+const TAG_DIRTY: usize = 1 << 0;
+/// `PinnedPage` tag: writes may go through the pin (taken with `FOLL_WRITE`, not downgraded).
+const TAG_WRITE: usize = 1 << 1;
+/// `PinnedPage` tag kept for its owner (the pin table's *suspect* flag, see
+/// [`PinnedPage::marked`]).
+const TAG_MARK: usize = 1 << 2;
+/// All tag bits: the low bits of a `struct page` address, which are zero because a
+/// `struct page` is at least 8-byte aligned.
+const TAG_MASK: usize = TAG_DIRTY | TAG_WRITE | TAG_MARK;
+const _: () = assert!(core::mem::align_of::<bindings::page>() > TAG_MASK);
+// One pointer: a region's pin table costs 8 bytes per page (`Option` uses the null niche).
+const _: () = assert!(core::mem::size_of::<Option<PinnedPage>>() == 8);
+
+/// One user page pinned with `FOLL_PIN | FOLL_LONGTERM`, in one word: the `struct page`
+/// pointer with three flags in its low bits (dirty at unpin, writes allowed, and a mark for
+/// the pin's owner), so that a region's pin table costs 8 bytes per page.
 ///
 /// # Invariants
 ///
-/// `page` holds one `FOLL_PIN` reference owned by this value, released exactly once, by `Drop`
-/// or by [`PinnedPage::release_in_invalidation`].
+/// `tagged` is a `struct page` pointer plus a combination of the `TAG_*` bits (the page
+/// address has them clear); the page holds one `FOLL_PIN` reference owned by this value,
+/// released exactly once, by `Drop` or by [`PinnedPage::release_in_invalidation`].
 pub(crate) struct PinnedPage {
-    page: NonNull<bindings::page>,
-    /// Mark the page dirty before unpinning (the pin was taken for writing).
-    dirty: bool,
-    /// Writes may go through the pin: taken with `FOLL_WRITE` and not downgraded since.
-    write: bool,
+    tagged: NonNull<bindings::page>,
 }
 
 // SAFETY: a pin reference may be dropped on any thread (`unpin_user_page` has no thread
@@ -62,22 +75,72 @@ unsafe impl Send for PinnedPage {}
 unsafe impl Sync for PinnedPage {}
 
 impl PinnedPage {
+    /// Takes ownership of one `FOLL_PIN` reference on `page`, taken for writing when `write`.
+    ///
+    /// # Safety
+    ///
+    /// `page` holds a `FOLL_PIN` reference that the caller gives to the new value.
+    unsafe fn from_pinned(page: NonNull<bindings::page>, write: bool) -> Self {
+        let tags = if write { TAG_DIRTY | TAG_WRITE } else { 0 };
+        // `page` is a `struct page` address: its `TAG_MASK` bits are clear (alignment), so the
+        // tagged pointer is non-null and keeps the pointer's provenance.
+        let tagged = page.as_ptr().wrapping_byte_add(tags);
+        // INVARIANT: page address plus tags; the pin is now ours (safety requirement).
+        PinnedPage {
+            // SAFETY: a non-null, 8-byte aligned address plus at most 7 is not null.
+            tagged: unsafe { NonNull::new_unchecked(tagged) },
+        }
+    }
+
+    fn tags(&self) -> usize {
+        self.tagged.as_ptr() as usize & TAG_MASK
+    }
+
+    fn set_tag(&mut self, tag: usize, on: bool) {
+        let ptr = self.tagged.as_ptr();
+        let now = ptr as usize & tag;
+        let ptr = if on {
+            ptr.wrapping_byte_add(tag - now)
+        } else {
+            ptr.wrapping_byte_sub(now)
+        };
+        // INVARIANT: only the bits of `tag` (a `TAG_*` bit) changed.
+        // SAFETY: the page address stays in the pointer, so it is not null.
+        self.tagged = unsafe { NonNull::new_unchecked(ptr) };
+    }
+
     /// The pinned `struct page`. Valid (and mapping the same physical page) while `self` lives.
     pub(crate) fn as_ptr(&self) -> *mut bindings::page {
-        self.page.as_ptr()
+        self.tagged.as_ptr().wrapping_byte_sub(self.tags())
+    }
+
+    /// Whether the page is dirtied when unpinned (the pin was taken for writing).
+    fn dirty(&self) -> bool {
+        self.tags() & TAG_DIRTY != 0
     }
 
     /// Whether writes may go through the pin: it was taken with `FOLL_WRITE` (COW broken, so
     /// writes reach the page the process sees) and the mapping still allows writing.
     pub(crate) fn writable(&self) -> bool {
-        self.write
+        self.tags() & TAG_WRITE != 0
     }
 
     /// Stops writes through the pin (the page table no longer maps the page writable, e.g.
     /// after `mprotect(PROT_READ)`); a later write must pin for writing again. The page is
     /// still dirtied at unpin if the pin was taken for writing.
     pub(crate) fn forbid_writes(&mut self) {
-        self.write = false;
+        self.set_tag(TAG_WRITE, false);
+    }
+
+    /// The owner's mark (clear on a new pin): the pin table uses it as the pin's *suspect*
+    /// flag.
+    pub(crate) fn marked(&self) -> bool {
+        self.tags() & TAG_MARK != 0
+    }
+
+    /// Sets or clears the owner's mark (see [`PinnedPage::marked`]).
+    pub(crate) fn set_mark(&mut self, on: bool) {
+        self.set_tag(TAG_MARK, on);
     }
 
     /// Unpins from inside an invalidate callback, without sleeping: dirties with
@@ -86,13 +149,13 @@ impl PinnedPage {
     /// down meanwhile: the invalidation that is running is what would tear it down.
     pub(crate) fn release_in_invalidation(self) {
         let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: by the type invariant `page` holds our pin; `ManuallyDrop` keeps `Drop` from
-        // releasing it a second time.
+        // SAFETY: by the type invariant the page holds our pin; `ManuallyDrop` keeps `Drop`
+        // from releasing it a second time.
         unsafe {
-            if this.dirty {
-                bindings::set_page_dirty(this.page.as_ptr());
+            if this.dirty() {
+                bindings::set_page_dirty(this.as_ptr());
             }
-            bindings::unpin_user_page(this.page.as_ptr());
+            bindings::unpin_user_page(this.as_ptr());
         }
     }
 }
@@ -102,10 +165,10 @@ impl Drop for PinnedPage {
     /// sleep on the folio lock (`unpin_user_pages_dirty_lock()`), so no spinlock and no region
     /// lock may be held.
     fn drop(&mut self) {
-        let mut page = self.page.as_ptr();
+        let mut page = self.as_ptr();
         // SAFETY: by the type invariant `page` holds our pin, released only here; the array has
         // exactly one entry.
-        unsafe { bindings::unpin_user_pages_dirty_lock(&mut page, 1, self.dirty) };
+        unsafe { bindings::unpin_user_pages_dirty_lock(&mut page, 1, self.dirty()) };
     }
 }
 
@@ -126,9 +189,9 @@ pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) {
     };
     for pin in pins {
         let pin = core::mem::ManuallyDrop::new(pin);
-        let k = usize::from(pin.dirty);
+        let k = usize::from(pin.dirty());
         // The pin now belongs to the batch (`ManuallyDrop` keeps `Drop` from releasing it).
-        batch[k][len[k]] = pin.page.as_ptr();
+        batch[k][len[k]] = pin.as_ptr();
         len[k] += 1;
         if len[k] == N {
             flush(&mut batch[k], &mut len[k], k == 1);
@@ -217,13 +280,9 @@ pub(crate) fn pin_user_range(
             in_order = false;
             continue;
         };
-        // INVARIANT: each page comes with one pin from the call above, now owned by the
+        // SAFETY: each page comes with one pin from the call above, now given to the
         // `PinnedPage`; dropping it unpins.
-        let pinned = PinnedPage {
-            page,
-            dirty: write,
-            write,
-        };
+        let pinned = unsafe { PinnedPage::from_pinned(page, write) };
         if in_order {
             // Cannot fail: `out` has room for `batch >= got` entries. Were it to fail, the
             // returned value is dropped, which unpins, so nothing leaks.

@@ -272,7 +272,7 @@ impl InvalidateHandler for Region {
             let mut table = self.table.lock();
             if let Some(chunk) = table.get_mut(idx..end) {
                 for pin in chunk.iter_mut().flatten() {
-                    pin.suspect = true;
+                    pin.set_suspect(true);
                     marked += 1;
                 }
             }

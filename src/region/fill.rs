@@ -212,19 +212,16 @@ impl Region {
             let slot = &mut table[idx + i];
             match slot {
                 None => {
-                    *slot = Some(PagePin {
-                        page: pin,
-                        suspect: false,
-                    });
+                    *slot = Some(PagePin::new(pin));
                     committed += 1;
                     added += 1;
                 }
-                Some(old) if old.suspect || (pin.writable() && !old.page.writable()) => {
+                Some(old) if old.suspect() || (pin.writable() && !old.page.writable()) => {
                     // The new pin is the page mapped now (no invalidation began since `seq`):
                     // it replaces a suspect pin, or a read pin when it is a write pin. Cannot
                     // fail: `extra` has room for every pin.
-                    let _ = extra.push_within_capacity(core::mem::replace(&mut old.page, pin));
-                    old.suspect = false;
+                    let _ =
+                        extra.push_within_capacity(core::mem::replace(old, PagePin::new(pin)).page);
                     committed += 1;
                 }
                 Some(_) => {

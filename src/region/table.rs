@@ -18,24 +18,39 @@ extern "C" {
     fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
 }
 
-/// One pinned page of a region.
+/// One pinned page of a region: the pin, whose owner's mark is the *suspect* flag (set by
+/// an invalidation over the page: the mapping may have changed, so accesses do not use the pin
+/// until the verify pass, or an access that pins again, checked it against the page table).
+/// One word ([`PinnedPage`]): 8 bytes per page of the region.
 pub(super) struct PagePin {
     pub(super) page: PinnedPage,
-    /// Set by an invalidation over the page: the mapping may have changed, so accesses do not
-    /// use the pin until the verify pass (or an access that pins again) checked it against the
-    /// page table.
-    pub(super) suspect: bool,
 }
 
 impl PagePin {
+    /// A table entry for a new pin, not suspect.
+    pub(super) fn new(mut page: PinnedPage) -> Self {
+        page.set_mark(false);
+        PagePin { page }
+    }
+
+    /// Whether an invalidation made the pin suspect (see above).
+    pub(super) fn suspect(&self) -> bool {
+        self.page.marked()
+    }
+
+    /// Makes the pin suspect, or clears that once it was checked.
+    pub(super) fn set_suspect(&mut self, on: bool) {
+        self.page.set_mark(on);
+    }
+
     /// Whether an access (a write when `write`) may use the pin as it is.
     pub(super) fn usable(&self, write: bool) -> bool {
-        !self.suspect && (!write || self.page.writable())
+        !self.suspect() && (!write || self.page.writable())
     }
 }
 
 /// The pin table of a region, under `Region::table`: one entry per page of the region;
-/// `None` is an absent page. A `KVVec`: 16 bytes per page, so large regions need more than
+/// `None` is an absent page. A `KVVec`: 8 bytes per page, so large regions need more than
 /// kmalloc gives. A pin may be a read pin even in a writable region (read prefetch, on-demand
 /// read); writes need a write pin and upgrade. Teardown empties it (an access that then looks a
 /// page up finds nothing and takes the slow path, which sees the region dead).

@@ -98,7 +98,7 @@ impl Region {
                 let Some(pin) = &mut table[k] else {
                     continue;
                 };
-                if !pin.suspect {
+                if !pin.suspect() {
                     continue;
                 }
                 let mapped = if stale {
@@ -109,7 +109,7 @@ impl Region {
                 };
                 match mapped {
                     Mapped::Page { page, write } if page == pin.page.as_ptr() => {
-                        pin.suspect = false;
+                        pin.set_suspect(false);
                         if !write {
                             pin.page.forbid_writes();
                         }
