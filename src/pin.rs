@@ -54,6 +54,9 @@ const TAG_MASK: usize = TAG_DIRTY | TAG_WRITE | TAG_MARK;
 const _: () = assert!(core::mem::align_of::<bindings::page>() > TAG_MASK);
 // One pointer: a region's pin table costs 8 bytes per page (`Option` uses the null niche).
 const _: () = assert!(core::mem::size_of::<Option<PinnedPage>>() == 8);
+// `pin_user_range` lets GUP fill the pins' own buffer with page pointers, then tags them in place.
+const _: () =
+    assert!(core::mem::size_of::<PinnedPage>() == core::mem::size_of::<*mut bindings::page>());
 
 /// One user page pinned with `FOLL_PIN | FOLL_LONGTERM`, in one word: the `struct page`
 /// pointer with three flags in its low bits (dirty at unpin, writes allowed, and a mark for
@@ -64,6 +67,7 @@ const _: () = assert!(core::mem::size_of::<Option<PinnedPage>>() == 8);
 /// `tagged` is a `struct page` pointer plus a combination of the `TAG_*` bits (the page
 /// address has them clear); the page holds one `FOLL_PIN` reference owned by this value,
 /// released exactly once, by `Drop` or by [`PinnedPage::release_in_invalidation`].
+#[repr(transparent)]
 pub(crate) struct PinnedPage {
     tagged: NonNull<bindings::page>,
 }
@@ -248,8 +252,10 @@ pub(crate) fn pin_user_range(
         flags |= bindings::FOLL_NOFAULT;
     }
     let batch = npages.min(PIN_BATCH);
-    let mut raw: KVec<*mut bindings::page> = KVec::with_capacity(batch, GFP_KERNEL)?;
+    // One buffer: GUP writes page pointers into it, and each becomes, in place, the
+    // `PinnedPage` that owns its pin (same size, asserted above).
     let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL)?;
+    let raw = out.as_mut_ptr().cast::<*mut bindings::page>();
     // SAFETY: `mm` has a user reference (`MmWithUser`); `raw` has room for `batch` pointers.
     let ret = unsafe {
         vamr_pin_user_pages(
@@ -258,7 +264,7 @@ pub(crate) fn pin_user_range(
             batch,
             must.clamp(1, batch),
             flags,
-            raw.as_mut_ptr(),
+            raw,
             mode.owner,
         )
     };
@@ -272,8 +278,9 @@ pub(crate) fn pin_user_range(
     let got = ret as usize;
     let mut in_order = true;
     for i in 0..got {
-        // SAFETY: `pin_user_pages_remote()` filled the first `got` entries with pinned pages.
-        let page = unsafe { *raw.as_ptr().add(i) };
+        // SAFETY: `pin_user_pages_remote()` filled the first `got` entries with pinned pages;
+        // entry `i` is read before the push below writes entry `out.len() <= i`.
+        let page = unsafe { out.as_mut_ptr().cast::<*mut bindings::page>().add(i).read() };
         // GUP never reports success with a NULL page. Should it, keep the pages before it (so
         // the result stays in address order) and unpin the ones after it.
         let Some(page) = NonNull::new(page) else {

@@ -194,20 +194,31 @@ impl Region {
     /// committed, and the pins replaced, are dropped after the lock is released. Errors:
     /// `EFAULT` (dead region), `ENOMEM`.
     fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
-        // Room for the duplicates, allocated before the lock (no allocation under it).
-        let mut extra: KVec<PinnedPage> = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
-        let inner = self.pages.lock();
-        if inner.dead {
+        // Room for the pins that the commit displaces or does not use, allocated outside the
+        // locks (no allocation under them), and only when a slot of the range is taken: a
+        // round over absent slots (registration, fresh memory) allocates nothing here.
+        let mut extra: KVec<PinnedPage> = KVec::new();
+        let n = pins.len();
+        let (inner, mut table) = loop {
+            let inner = self.pages.lock();
+            if inner.dead {
+                drop(inner);
+                return Err(EFAULT);
+            }
+            if self.notifier.read_retry(seq) {
+                drop(inner);
+                return Ok(None);
+            }
+            let table = self.table.lock();
+            if extra.capacity() >= n || table[idx..idx + n].iter().all(Option::is_none) {
+                break (inner, table);
+            }
+            drop(table);
             drop(inner);
-            return Err(EFAULT);
-        }
-        if self.notifier.read_retry(seq) {
-            drop(inner);
-            return Ok(None);
-        }
+            extra = KVec::with_capacity(n, GFP_KERNEL)?;
+        };
         let mut committed = 0;
         let mut added = 0u64;
-        let mut table = self.table.lock();
         for (i, pin) in pins.drain_all().enumerate() {
             let slot = &mut table[idx + i];
             match slot {
@@ -219,7 +230,8 @@ impl Region {
                 Some(old) if old.suspect() || (pin.writable() && !old.page.writable()) => {
                     // The new pin is the page mapped now (no invalidation began since `seq`):
                     // it replaces a suspect pin, or a read pin when it is a write pin. Cannot
-                    // fail: `extra` has room for every pin.
+                    // fail: a slot is taken, so `extra` has room for every pin (checked above,
+                    // under the same locks).
                     let _ =
                         extra.push_within_capacity(core::mem::replace(old, PagePin::new(pin)).page);
                     committed += 1;
