@@ -27,7 +27,7 @@ pub(crate) struct Device {
     access_va: u64,
     /// The device's name at announcement.
     name: [u8; uapi::DEVICE_NAME_MAX],
-    /// The device's regions by key (the driver's MR key). Lock rules: the XArray's own
+    /// The device's regions by the index part of their key ([`key_index`]). Lock rules: the XArray's own
     /// spinlock, held only to look up, store or erase one entry (storing may drop it to
     /// allocate); never taken by the invalidate path, and no region lock is taken under it.
     #[pin]
@@ -99,15 +99,16 @@ impl Device {
         drop(taken);
     }
 
-    /// Lists `region` under `key`. Errors: `EEXIST` when the key is taken (a driver bug: keys
-    /// of live MRs are unique per device), `ENOMEM`. Sleeps.
+    /// Lists `region` under `key` (at [`key_index`]). Errors: `EEXIST` when that index is
+    /// taken (a driver bug: the index parts of live MRs' keys are unique per device),
+    /// `ENOMEM`. Sleeps.
     pub(crate) fn insert(&self, key: u32, region: Arc<Region>) -> Result {
         let mut regions = self.regions.lock();
-        if regions.get(key as usize).is_some() {
+        if regions.get(key_index(key)).is_some() {
             return Err(EEXIST);
         }
         regions
-            .store(key as usize, region, GFP_KERNEL)
+            .store(key_index(key), region, GFP_KERNEL)
             .map(|_| ())
             .map_err(|e| e.error)
     }
@@ -116,8 +117,8 @@ impl Device {
     /// dropped by the caller, outside any lock).
     pub(crate) fn erase(&self, key: u32, region: &Arc<Region>) -> Option<Arc<Region>> {
         let mut regions = self.regions.lock();
-        match regions.get(key as usize) {
-            Some(r) if core::ptr::eq(&*r, &**region) => regions.remove(key as usize),
+        match regions.get(key_index(key)) {
+            Some(r) if core::ptr::eq(&*r, &**region) => regions.remove(key_index(key)),
             _ => None,
         }
     }
@@ -135,9 +136,20 @@ pub(crate) fn find_region(ib_index: u32, key: u32, mm: &Mm) -> Option<Arc<Region
             .clone()
     };
     let regions = dev.regions.lock();
-    let region: Arc<Region> = regions.get(key as usize)?.into();
+    let region: Arc<Region> = regions.get(key_index(key))?.into();
     drop(regions);
-    region.is_of(mm).then_some(region)
+    // A driver region's cookie is its full key: another key byte is another (missing) MR.
+    (region.cookie() == u64::from(key) && region.is_of(mm)).then_some(region)
+}
+
+/// Where a device lists the region of MR key `key`: the key's index part, `key >> 8`. An IB
+/// L_Key/R_Key is an index, unique among a device's live MRs, and an 8-bit key that the
+/// consumer may change (IBTA: the low 8 bits; `ibv_inc_rkey()`); rxe builds its keys that way
+/// (`index << 8 | key`). Indexing by the index part keeps the XArray dense for a driver that
+/// hands out indexes in sequence, so registering and deregistering MRs reuses its nodes
+/// instead of allocating and freeing one per MR.
+fn key_index(key: u32) -> usize {
+    (key >> 8) as usize
 }
 
 /// The answer of `VAMR_IOC_DEVICE` for the device at position `pos`. Errors: `ENOENT` past

@@ -180,14 +180,18 @@ impl Drop for PinnedPage {
 /// each (pages pinned for writing are dirtied), instead of one call per page. Outside
 /// invalidations only: may sleep on folio locks, so no region lock may be held.
 pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) {
+    use core::mem::MaybeUninit;
     const N: usize = 64;
-    let mut batch = [[core::ptr::null_mut::<bindings::page>(); N]; 2];
+    // Not initialized: a small region's teardown then does not clear 1 KiB of stack first.
+    let mut batch = [[MaybeUninit::<*mut bindings::page>::uninit(); N]; 2];
     let mut len = [0usize; 2];
-    let flush = |b: &mut [*mut bindings::page; N], n: &mut usize, dirty: bool| {
+    let flush = |b: &mut [MaybeUninit<*mut bindings::page>; N], n: &mut usize, dirty: bool| {
         if *n > 0 {
-            // SAFETY: each of the first `n` entries holds one pin that its `PinnedPage` gave up
-            // (see below); each is released exactly once, here.
-            unsafe { bindings::unpin_user_pages_dirty_lock(b.as_mut_ptr(), *n, dirty) };
+            // SAFETY: the first `n` entries are initialized, and each holds one pin that its
+            // `PinnedPage` gave up (see below); each is released exactly once, here.
+            unsafe {
+                bindings::unpin_user_pages_dirty_lock(b.as_mut_ptr().cast(), *n, dirty);
+            }
             *n = 0;
         }
     };
@@ -195,7 +199,7 @@ pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) {
         let pin = core::mem::ManuallyDrop::new(pin);
         let k = usize::from(pin.dirty());
         // The pin now belongs to the batch (`ManuallyDrop` keeps `Drop` from releasing it).
-        batch[k][len[k]] = pin.as_ptr();
+        batch[k][len[k]] = MaybeUninit::new(pin.as_ptr());
         len[k] += 1;
         if len[k] == N {
             flush(&mut batch[k], &mut len[k], k == 1);

@@ -466,6 +466,11 @@ impl Region {
         )
     }
 
+    /// The cookie given at registration (a driver region's MR key).
+    pub(crate) fn cookie(&self) -> u64 {
+        self.cookie
+    }
+
     /// The pin mode of registration: for writing when the region is
     /// writable, as `ib_umem_get()` pins a writable MR.
     fn registration_mode(&self) -> PinMode {

@@ -61,14 +61,16 @@ void vamr_device_remove(struct vamr_device *dev);
  * vamr_region_create_on - vamr_region_create() for an MR of an announced device
  * @dev: from vamr_device_add().
  * @addr, @len, @access: as for vamr_region_create().
- * @key: the MR's key on @dev (rdma_rxe: the lkey), unique among the device's
- *       live regions; the cookie of the region is @key.
+ * @key: the MR's key on @dev (rdma_rxe: the lkey), an IB key: its index part
+ *       (@key >> 8) is unique among the device's live regions, the low 8 bits
+ *       are the consumer's key byte; the cookie of the region is @key.
  *
  * As vamr_region_create(), and lists the region on @dev under @key, so that
  * the owning process finds it with VAMR_IOC_MR_QUERY (@dev's index and @key).
  *
  * Return: as vamr_region_create(), and ERR_PTR(-EINVAL) for a NULL @dev,
- * ERR_PTR(-EEXIST) when @key is listed on @dev already.
+ * ERR_PTR(-EEXIST) when a region with @key's index part is listed on @dev
+ * already.
  */
 struct vamr_region *vamr_region_create_on(struct vamr_device *dev, unsigned long addr,
 					  size_t len, u32 access, u32 key);

@@ -128,7 +128,10 @@ TEST_F(api, mr_query_by_key)
 	EXPECT_EQ((uintptr_t)a + 3, q.addr);
 	EXPECT_EQ(PAGE + 7, q.len);
 	EXPECT_EQ(2u, q.counters.pages_pinned);
+	/* Listed by the key's index part (0xabcd): another key byte or index is a missing MR. */
 	q.key = 0xabcd13;
+	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
+	q.key = 0xabce12;
 	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
 	q.key = 0xabcd12;
 	/* The same key on another device is another MR: the same answer as a missing key. */
