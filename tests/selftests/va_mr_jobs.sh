@@ -38,7 +38,7 @@ fails=0
 # What the last run printed, as TAP comments: its outcome and va-mr lines,
 # and the preload library's and vamrctl's messages.
 show() {
-	grep -E '^(outcome|va-mr|va_mr|device) ' $out | sed 's/^/# /'
+	grep -E '^(outcome|va-mr|rdma-res-va|va_mr|device) ' $out | sed 's/^/# /'
 	sed 's/^/# stderr: /' $err
 }
 ok() { show; n=$((n + 1)); echo "ok $n $1"; }
@@ -59,8 +59,18 @@ all_outcomes() {
 	want="$want dontneed:initial:CORRECT dontneed:read:$1 dontneed:write:$1 "
 	[ "$(outcomes)" = "$want" ]
 }
-# va_mrs WANT: the "va-mr" line of both scenarios says WANT (yes / no)
-va_mrs() { [ "$(awk '$1 == "va-mr" { printf "%s ", $3 }' $out)" = "$1 $1 " ]; }
+# va_mrs WANT: the "va-mr" line of both scenarios says WANT (yes / no), and
+# so does rdma -dd res show mr ("va on" / "va off"; no attribute at all on the
+# stock rxe)
+va_mrs() {
+	case "$1:$mode" in
+	yes:*) res=on ;;
+	no:stock) res=none ;;
+	*) res=off ;;
+	esac
+	[ "$(awk '$1 == "va-mr" { printf "%s ", $3 }' $out)" = "$1 $1 " ] &&
+		[ "$(awk '$1 == "rdma-res-va" { printf "%s ", $3 }' $out)" = "$res $res " ]
+}
 # Lines of the preload library on $err.
 preload_lines() { grep -c '^vamr-preload: ' $err; }
 
@@ -69,6 +79,8 @@ stock) total=4 ;;
 load) total=3 ;;
 *) total=14 ;;
 esac
+: >$out
+: >$err
 echo "TAP version 13"
 echo "1..$total"
 
@@ -245,7 +257,8 @@ run "$helpers/va_mr_remap" --after-reg "$param=0"
 want="munmap_mmap:initial:CORRECT munmap_mmap:read:CORRECT munmap_mmap:write:CORRECT"
 want="$want dontneed:initial:CORRECT dontneed:read:STALE dontneed:write:STALE "
 if [ $rc = 0 ] && [ "$(outcomes)" = "$want" ] && [ "$(cat $param)" = N ] &&
-	[ "$(awk '$1 == "va-mr" { printf "%s ", $3 }' $out)" = "yes no " ]; then
+	[ "$(awk '$1 == "va-mr" { printf "%s ", $3 }' $out)" = "yes no " ] &&
+	[ "$(awk '$1 == "rdma-res-va" { printf "%s ", $3 }' $out)" = "on off " ]; then
 	ok va_mr_read_at_registration
 else
 	not_ok va_mr_read_at_registration "rc=$rc, outcomes $(outcomes), $param '$(cat $param)'"

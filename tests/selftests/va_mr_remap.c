@@ -18,6 +18,9 @@
  * Output, on stdout:
  *   va-mr <scenario> yes|no          the MR has VA semantics (VAMR_IOC_MR_QUERY;
  *                                    "no" too when /dev/vamr is missing)
+ *   rdma-res-va <scenario> on|off|none|missing
+ *                                    what `rdma -dd res show mr` says (va on/off;
+ *                                    none: no such attribute, the stock rxe)
  *   outcome <scenario> <op> <OUTCOME>
  * scenario: munmap_mmap, dontneed; op: initial (READ before the remap), read,
  * write; OUTCOME: CORRECT, STALE (the old pages' bytes), CORRUPT (other
@@ -76,6 +79,42 @@ static const char *mr_is_va(const struct ibv_mr *mr)
 	ret = ioctl(fd, VAMR_IOC_MR_QUERY, &q);
 	close(fd);
 	return ret == 0 && q.len == buf_len ? "yes" : "no";
+}
+
+/*
+ * What `rdma -dd res show mr` says of @mr (the -dd goes before the object:
+ * after it, the driver attributes are not shown): "on" or "off" (its driver
+ * attribute va, patches/rxe 0007), "none" when its entry has no such
+ * attribute (the stock rxe), "missing" when no entry has @mr's lkey or the
+ * tool cannot run. An entry is the line with the lkey and the indented
+ * lines after it.
+ */
+static const char *res_va(const struct ibv_mr *mr)
+{
+	char line[512], key[32];
+	const char *ans = "missing";
+	int in_mr = 0;
+	FILE *f;
+
+	snprintf(key, sizeof(key), "lkey 0x%x ", mr->lkey);
+	f = popen("rdma -dd res show mr 2>/dev/null", "r");
+	if (!f)
+		return ans;
+	while (fgets(line, sizeof(line), f)) {
+		if (line[0] != ' ' && line[0] != '\t') {
+			in_mr = strstr(line, key) != NULL;
+			if (in_mr)
+				ans = "none";
+		}
+		if (!in_mr)
+			continue;
+		if (strstr(line, "va on"))
+			ans = "on";
+		else if (strstr(line, "va off"))
+			ans = "off";
+	}
+	pclose(f);
+	return ans;
 }
 
 static int write_file(const char *spec)
@@ -154,6 +193,7 @@ static int scenario(struct rdma_pair *p, const char *name, uint64_t tag, int iov
 		return -1;
 	}
 	printf("va-mr %s %s\n", name, mr_is_va(mr));
+	printf("rdma-res-va %s %s\n", name, res_va(mr));
 
 	/* Before the remap every kind of MR is right. */
 	st = rdma_pair_read_sync(p, 0, local, lmr->lkey, (uintptr_t)target, mr->rkey, buf_len,

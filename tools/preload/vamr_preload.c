@@ -67,12 +67,14 @@ static reg_mr_fn real_reg_mr;
 static reg_mr_iova2_fn real_reg_mr_iova2;
 
 /*
- * The devices seen so far and their VA access flag (0: none).
+ * The devices seen so far, by kernel name (a struct ibv_device may be freed
+ * and its address reused once the process closed the device), and their VA
+ * access flag (0: none).
  * Locking: dev_lock guards devs[] and ndevs; an entry never changes once added.
  */
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-	const struct ibv_device *device;
+	char name[IBV_SYSFS_NAME_MAX];
 	unsigned int access_va;
 } devs[MAX_DEVICES];
 static int ndevs;
@@ -165,7 +167,7 @@ static unsigned int device_access_va(struct ibv_pd *pd)
 	device = pd->context->device;
 	pthread_mutex_lock(&dev_lock);
 	for (i = 0; i < ndevs; i++) {
-		if (devs[i].device == device) {
+		if (!strcmp(devs[i].name, device->name)) {
 			access_va = devs[i].access_va;
 			pthread_mutex_unlock(&dev_lock);
 			return access_va;
@@ -176,7 +178,7 @@ static unsigned int device_access_va(struct ibv_pd *pd)
 	 * registration, and not logged.)
 	 */
 	if (ndevs < MAX_DEVICES) {
-		devs[ndevs].device = device;
+		snprintf(devs[ndevs].name, sizeof(devs[ndevs].name), "%s", device->name);
 		devs[ndevs].access_va = access_va;
 		ndevs++;
 		if (quiet())
