@@ -15,11 +15,14 @@
 #   make test            build everything and run every test in the guest
 #   make install         install vamr.ko (modules_install: updates/, INSTALL_MOD_PATH and
 #                        INSTALL_MOD_DIR honoured), <misc/vamr.h> in $(DESTDIR)$(PREFIX)/include,
-#                        udev/60-vamr.rules in $(DESTDIR)$(UDEVRULESDIR) and vamrctl in
-#                        $(DESTDIR)$(PREFIX)/bin (PREFIX=/usr/local, UDEVRULESDIR=/etc/udev/rules.d)
+#                        udev/60-vamr.rules in $(DESTDIR)$(UDEVRULESDIR), vamrctl in
+#                        $(DESTDIR)$(PREFIX)/bin and libvamr-preload.so in $(DESTDIR)$(PREFIX)/lib
+#                        (PREFIX=/usr/local, UDEVRULESDIR=/etc/udev/rules.d)
 #   make install-rxe     build (scripts/build-rxe.sh) and install the patched rdma_rxe
 #                        (updates/, which modprobe prefers to the stock one)
 #   make vamrctl         build tools/vamrctl/vamrctl
+#   make preload         build tools/preload/libvamr-preload.so (LD_PRELOAD: VA MRs for
+#                        unmodified programs, Documentation/va-mr-for-jobs.rst)
 #   make dkms-modules    what dkms.conf runs: vamr.ko and the patched rdma_rxe (in build/rxe)
 #
 # The module must be built by exactly the rustc that built KDIR (else E0514).
@@ -44,7 +47,7 @@ UDEVRULESDIR ?= /etc/udev/rules.d
 VAMR_BUILD ?= $(CURDIR)/build
 
 .PHONY: all help modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test \
-	install install-modules install-headers install-udev install-tools install-rxe vamrctl dkms-modules
+	install install-modules install-headers install-udev install-tools install-rxe vamrctl preload dkms-modules
 
 all: modules
 
@@ -92,9 +95,13 @@ clean:
 	done
 	$(MAKE) -C tests/selftests clean 2>/dev/null || true
 	$(MAKE) -C tools/vamrctl clean 2>/dev/null || true
+	$(MAKE) -C tools/preload clean 2>/dev/null || true
 
 vamrctl:
 	$(MAKE) -C tools/vamrctl
+
+preload:
+	$(MAKE) -C tools/preload
 
 # INSTALL_MOD_PATH (a staging root) is honoured by the kernel's modules_install;
 # depmod runs there when KDIR has a System.map.
@@ -109,8 +116,9 @@ install-headers:
 install-udev:
 	install -D -m 0644 udev/60-vamr.rules $(DESTDIR)$(UDEVRULESDIR)/60-vamr.rules
 
-install-tools: vamrctl
+install-tools: vamrctl preload
 	install -D -m 0755 tools/vamrctl/vamrctl $(DESTDIR)$(PREFIX)/bin/vamrctl
+	install -D -m 0755 tools/preload/libvamr-preload.so $(DESTDIR)$(PREFIX)/lib/libvamr-preload.so
 
 install-rxe: modules
 	VAMR_BUILD=$(VAMR_BUILD) scripts/build-rxe.sh $(KDIR)

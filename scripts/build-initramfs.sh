@@ -104,6 +104,25 @@ if [ -x "$VAMR_BUILD/tools/vamrctl" ]; then
 	mv "$stage$VAMR_BUILD/tools/vamrctl" "$stage/usr/bin/vamrctl"
 fi
 
+# libvamr-preload.so (tools/preload, built by prepare.sh) where make install
+# puts it, and the helpers of the shell tests (TESTDIR/helpers, else the
+# selftests build's), for tests/selftests/va_mr_jobs.sh.
+if [ -f "$VAMR_BUILD/tools/libvamr-preload.so" ]; then
+	copy_with_libs "$VAMR_BUILD/tools/libvamr-preload.so"
+	mkdir -p "$stage/usr/local/lib"
+	mv "$stage$VAMR_BUILD/tools/libvamr-preload.so" "$stage/usr/local/lib/"
+fi
+helpers="$testdir/helpers"
+[ -d "$helpers" ] || helpers="$VAMR_BUILD/selftests/helpers"
+if [ -d "$helpers" ]; then
+	mkdir -p "$stage/usr/libexec/vamr-tests"
+	for h in "$helpers"/*; do
+		[ -f "$h" ] || continue
+		copy_with_libs "$(realpath "$h")"
+		mv "$stage$(realpath "$h")" "$stage/usr/libexec/vamr-tests/"
+	done
+fi
+
 if [ -n "$extradir" ]; then
 	cp -a "$extradir/." "$stage/"
 fi

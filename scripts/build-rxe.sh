@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build rdma_rxe with VA-semantics MRs out of tree: take KDIR's own rxe
-# sources, apply patches/rxe/*.patch, and build the module against KDIR,
+# sources, apply patches/rxe/*.patch (but 0000-cover-letter.patch), and build the module against KDIR,
 # resolving vamr's exported symbols through vamr.ko's Module.symvers.
 #
 # usage: build-rxe.sh KDIR     (vamr.ko must be built first)
@@ -35,6 +35,8 @@ rm -rf "$out"
 mkdir -p "$out/drivers/infiniband/sw/rxe"
 cp "$src"/*.c "$src"/*.h "$src/Makefile" "$src/Kconfig" "$out/drivers/infiniband/sw/rxe/"
 for p in "$top"/patches/rxe/*.patch; do
+	# The series' cover letter (git format-patch --cover-letter) is no patch.
+	case "$(basename "$p")" in 0000-*) continue ;; esac
 	patch -d "$out" -p1 --quiet --forward <"$p" >&2 ||
 		die "patches/rxe/$(basename "$p") does not apply to $src"
 done

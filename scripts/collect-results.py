@@ -85,9 +85,13 @@ SETUP_SECTION = "guest_setup"
 # Sections that do not exercise vamr: the stock rxe (rdma_baseline) and the
 # normal and ODP modes of rdma_va.
 BASELINE_SECTIONS = {"rdma_baseline", "rdma_va_odp_stock"}
-# Sections that run a program a second time, on the stock rxe, with the
-# program they need: rdma_va's ODP variant (VAMR_ODP_STOCK=1), next to rdma_baseline.
-STOCK_SECTIONS = {"rdma_va_odp_stock": ("rdma_va", "rdma_baseline")}
+# Sections that run a program a second time, with the programs they need:
+# on the stock rxe, next to rdma_baseline, rdma_va's ODP variant
+# (VAMR_ODP_STOCK=1) and va_mr_jobs.sh --stock; in the unload phase,
+# va_mr_jobs.sh --load (rdma_rxe loaded with va_mr=1).
+STOCK_SECTIONS = {"rdma_va_odp_stock": ("rdma_va", "rdma_baseline"),
+                  "va_mr_jobs_stock": ("va_mr_jobs.sh", "rdma_baseline"),
+                  "va_mr_jobs_load": ("va_mr_jobs.sh",)}
 BASELINE_TESTS = re.compile(r"^rdma_va\.(normal|odp)\.")
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,7 +12,22 @@
 #   dkms_install     dkms install into a scratch module tree; depmod resolves
 #                    the patched rdma_rxe (updates/) against vamr
 #   make_install     make install into a staging root: vamr.ko, the uapi
-#                    header (compiles alone), the udev rule, vamrctl
+#                    header (compiles alone), the udev rule, vamrctl,
+#                    libvamr-preload.so
+#   checkpatch_<patch>  one per patch of patches/rxe: KDIR's
+#                    scripts/checkpatch.pl --strict --no-tree finds nothing,
+#                    apart from two warnings that --no-tree cannot settle:
+#                    UNKNOWN_COMMIT_ID on a Fixes: line (the commit is
+#                    upstream Linux; the test kernel tree is an unpacked
+#                    source tree without git history, so checkpatch cannot
+#                    look the id up), and FILE_PATH_CHANGES ("does
+#                    MAINTAINERS need updating?") when every file the patch
+#                    adds lies in a directory that KDIR's MAINTAINERS already
+#                    lists (F: drivers/infiniband/sw/rxe/). Anything else, or
+#                    one of those two elsewhere, fails; the log has the report.
+#   cover_letter     patches/rxe/0000-cover-letter.patch is a git
+#                    format-patch cover letter, [PATCH 00/N] for the N patches
+#                    there, whose shortlog names every one of them
 # Nothing is installed on the host: dkms runs with throwaway --dkmstree,
 # --sourcetree and --installtree, make install with INSTALL_MOD_PATH/DESTDIR.
 #
@@ -134,7 +149,7 @@ stage="$scratch/stage"
 read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
 if run make -C "$top" KDIR="$kdir" "${llvm[@]}" INSTALL_MOD_PATH="$stage" DESTDIR="$stage" install; then
 	for f in "lib/modules/$kver/updates/vamr.ko" usr/local/include/misc/vamr.h \
-		etc/udev/rules.d/60-vamr.rules usr/local/bin/vamrctl; do
+		etc/udev/rules.d/60-vamr.rules usr/local/bin/vamrctl usr/local/lib/libvamr-preload.so; do
 		[ -f "$stage/$f" ] || { ok=0; why="$why no $f;"; }
 	done
 	grep -q 'KERNEL=="vamr", MODE="0666"' "$stage/etc/udev/rules.d/60-vamr.rules" 2>/dev/null ||
@@ -150,6 +165,83 @@ else
 	ok=0 why="make install failed"
 fi
 result make_install $((1 - ok)) "$why"
+
+# checkpatch on every patch of the rxe series (the cover letter is no patch).
+# The patch is read from stdin: given a file name that git tracks in the
+# current directory, checkpatch would check it as a source file.
+checkpatch="$kdir/scripts/checkpatch.pl"
+patches=()
+for p in "$top"/patches/rxe/*.patch; do
+	case "$(basename "$p")" in 0000-*) ;; *) patches+=("$p") ;; esac
+done
+for p in "${patches[@]}"; do
+	name=checkpatch_$(basename "$p" .patch)
+	if [ ! -f "$checkpatch" ]; then
+		result "$name" 1 "no $checkpatch: KDIR must be a kernel source tree"
+		continue
+	fi
+	echo "+ checkpatch.pl --strict --no-tree - <patches/rxe/$(basename "$p")" >>"$log_file"
+	# (--terse: one line per finding and a total, or nothing when clean.)
+	cp_rc=0
+	report=$(cd "$scratch" && perl "$checkpatch" --strict --no-tree --terse --show-types - <"$p" 2>&1) ||
+		cp_rc=$?
+	echo "$report" >>"$log_file"
+	bad="" ignored=""
+	# Directories that KDIR's MAINTAINERS lists (F:), for FILE_PATH_CHANGES.
+	added=$(awk '/^--- \/dev\/null/ { getline; sub(/^\+\+\+ b\//, ""); print }' "$p")
+	while IFS= read -r line; do
+		case "$line" in
+		-:*) ;;
+		total:*) continue ;;
+		*) [ -n "$line" ] && bad="$bad [$line]"; continue ;;
+		esac
+		ln=$(echo "$line" | cut -d: -f2)
+		type=$(echo "$line" | sed -n 's/^-:[0-9]*: [A-Z]*:\([A-Z_0-9]*\):.*/\1/p')
+		case "$type" in
+		UNKNOWN_COMMIT_ID)
+			if sed -n "${ln}p" "$p" | grep -q '^Fixes: [0-9a-f]\{12,\} ("'; then
+				ignored="$ignored $type@$ln"
+				continue
+			fi ;;
+		FILE_PATH_CHANGES)
+			covered=1
+			for f in $added; do
+				grep -qxF "F:	$(dirname "$f")/" "$kdir/MAINTAINERS" 2>/dev/null || covered=0
+			done
+			if [ -n "$added" ] && [ "$covered" = 1 ]; then
+				ignored="$ignored $type@$ln"
+				continue
+			fi ;;
+		esac
+		bad="$bad [$line]"
+	done <<<"$report"
+	# It fails for findings only: with none (or only those ignored) it must not.
+	[ "$cp_rc" = 0 ] || [ -n "$bad" ] || [ -n "$ignored" ] || bad="$bad [checkpatch exit status $cp_rc]"
+	[ -n "$ignored" ] && echo "ignored (see host-checks.sh):$ignored" >>"$log_file"
+	if [ -z "$bad" ]; then
+		result "$name" 0
+	else
+		result "$name" 1 "$(echo "$bad" | cut -c1-300)"
+	fi
+done
+
+# The cover letter: [PATCH 00/N] for the N patches, each named in its shortlog.
+cover="$top/patches/rxe/0000-cover-letter.patch"
+ok=1 why=""
+if [ -f "$cover" ]; then
+	np=${#patches[@]}
+	grep -q "^Subject: \[PATCH 0*0/0*$np\] " "$cover" ||
+		{ ok=0; why="$why its Subject is not [PATCH 00/$np];"; }
+	for p in "${patches[@]}"; do
+		subj=$(sed -n 's/^Subject: \[PATCH[^]]*\] //p' "$p")
+		# format-patch shortlogs wrap long subjects; compare the first words.
+		short=$(echo "$subj" | cut -c1-40)
+		grep -qF "$short" "$cover" || { ok=0; why="$why no '$short' in its shortlog;"; }
+	done
+else
+	ok=0 why="no patches/rxe/0000-cover-letter.patch"
+fi
+result cover_letter $((1 - ok)) "$why"
 
 {
 	echo "### BEGIN tap host"

@@ -59,4 +59,7 @@ make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
 make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
 # vamrctl, installed in the guest image as /usr/bin/vamrctl (build-initramfs.sh).
 make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
+# libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs), installed in
+# the guest image as /usr/local/lib/libvamr-preload.so.
+make -s -C "$top/tools/preload" OUT="$VAMR_BUILD/tools" >&2
 echo "$kdir"

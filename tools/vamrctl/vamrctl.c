@@ -7,6 +7,8 @@
  *   vamrctl stats [--global]   counters: of a region of vamrctl's own, or module-wide
  *   vamrctl watch ADDR LEN     watch a range of vamrctl's own, remap it, print the events
  *   vamrctl mr-query KEY       look a key up among this process's VA-semantics MRs
+ *   vamrctl va-mr [on|off|status]  rdma_rxe's va_mr switch (sysfs), and which
+ *                              RDMA devices offer VA MRs
  *
  * Exit status: 0 success, 1 the operation failed, 2 usage error.
  */
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +55,14 @@ static void usage(FILE *f)
 "                     munmap) and print the events each step raises\n"
 "  mr-query KEY       look KEY (an lkey) up among the MRs with VA semantics of\n"
 "                     the calling process (VAMR_IOC_MR_QUERY)\n"
+"  va-mr [status|on|off]\n"
+"                     the system-wide switch: rdma_rxe's va_mr parameter\n"
+"                     (/sys/module/rdma_rxe/parameters/va_mr), which gives every\n"
+"                     user MR that does not ask for ODP VA semantics from its\n"
+"                     next registration on; on/off set it (root), status (the\n"
+"                     default) prints it and the RDMA devices with VA MRs\n"
+"                     (/sys/class/infiniband/<dev>/vamr_access). Fails, saying\n"
+"                     so, when the loaded rdma_rxe has no such parameter\n"
 "\n"
 "Options:\n"
 "  --device PATH      the vamr device (default /dev/vamr)\n"
@@ -477,6 +488,92 @@ out:
 	return ret;
 }
 
+static const char *va_mr_param = "/sys/module/rdma_rxe/parameters/va_mr";
+
+/*
+ * The RDMA devices and whether each offers VA MRs: "device NAME
+ * vamr_access=0x..." or "device NAME vamr_access=none (normal MRs only)".
+ */
+static void print_va_devices(void)
+{
+	const char *base = "/sys/class/infiniband";
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	d = opendir(base);
+	if (d) {
+		while ((de = readdir(d))) {
+			char path[512], buf[32] = "";
+			FILE *f;
+
+			if (de->d_name[0] == '.')
+				continue;
+			n++;
+			snprintf(path, sizeof(path), "%s/%s/vamr_access", base, de->d_name);
+			f = fopen(path, "r");
+			if (f && fgets(buf, sizeof(buf), f)) {
+				buf[strcspn(buf, "\n")] = 0;
+				printf("device %s vamr_access=%s\n", de->d_name, buf);
+			} else {
+				printf("device %s vamr_access=none (normal MRs only)\n", de->d_name);
+			}
+			if (f)
+				fclose(f);
+		}
+		closedir(d);
+	}
+	if (!n)
+		printf("device none (no RDMA device)\n");
+}
+
+static int cmd_va_mr(int argc, char **argv)
+{
+	const char *op = argc > 1 ? argv[1] : "status";
+	char buf[16] = "";
+	FILE *f;
+
+	if (argc > 2)
+		return usage_error("va-mr: unexpected argument '%s'", argv[2]);
+	if (strcmp(op, "status") && strcmp(op, "on") && strcmp(op, "off"))
+		return usage_error("va-mr: '%s' is not on, off or status", op);
+	if (access("/sys/module/rdma_rxe", F_OK)) {
+		fprintf(stderr, "%s: va-mr: rdma_rxe is not loaded (modprobe rdma_rxe va_mr=1 "
+			"loads it with the switch on)\n", prog);
+		return 1;
+	}
+	if (access(va_mr_param, F_OK)) {
+		fprintf(stderr, "%s: va-mr: the loaded rdma_rxe has no va_mr parameter (no %s): "
+			"it is the stock rdma_rxe or one without vamr's patches/rxe; MRs get no VA "
+			"semantics from it\n", prog, va_mr_param);
+		print_va_devices();
+		return 1;
+	}
+	if (strcmp(op, "status")) {
+		f = fopen(va_mr_param, "w");
+		if (!f || fputs(!strcmp(op, "on") ? "1\n" : "0\n", f) == EOF || fclose(f)) {
+			int err = errno;
+
+			error_msg("va-mr: cannot write /sys/module/rdma_rxe/parameters/va_mr", err,
+				  err == EACCES || err == EPERM ? "only root can change it" : NULL);
+			return 1;
+		}
+	}
+	f = fopen(va_mr_param, "r");
+	if (!f || !fgets(buf, sizeof(buf), f)) {
+		error_msg("va-mr: cannot read /sys/module/rdma_rxe/parameters/va_mr", errno, NULL);
+		if (f)
+			fclose(f);
+		return 1;
+	}
+	fclose(f);
+	printf("va_mr %s\n", buf[0] == 'Y' || buf[0] == '1' ? "on" : "off");
+	printf("applies to user MRs without ODP registered from now on; MRs registered before "
+	       "keep what they got\n");
+	print_va_devices();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int i = 1;
@@ -509,6 +606,8 @@ int main(int argc, char **argv)
 		return cmd_watch(argc, argv);
 	if (!strcmp(argv[0], "mr-query"))
 		return cmd_mr_query(argc, argv);
+	if (!strcmp(argv[0], "va-mr"))
+		return cmd_va_mr(argc, argv);
 	if (!strcmp(argv[0], "help")) {
 		usage(stdout);
 		return 0;
