@@ -116,13 +116,13 @@ impl Region {
         mode: PinMode,
     ) -> Result<usize> {
         let _active = FillGuard::enter(self)?;
-        let end = first + count;
+        let mut end = first + count;
         let mut idx = first;
         let mut committed = 0;
         let mut faulted = false;
         'pages: while idx < end {
             self.check_interrupted()?;
-            let Some((gap, gap_end)) = self.next_gap(idx, end, mode)? else {
+            let Some((gap, mut gap_end)) = self.next_gap(idx, end, mode)? else {
                 break;
             };
             idx = gap;
@@ -165,6 +165,13 @@ impl Region {
                     None => {
                         self.stats.add(Kind::RepinRetries, 1);
                         self.check_interrupted()?;
+                        // An access that lost a race pins only its own pages from now on: the
+                        // window after them is an optimisation, and retrying it would hold
+                        // `mmap_lock` longer against the invalidations that keep winning.
+                        if let PinCause::Access { until } = cause {
+                            end = end.min(until.max(idx + 1));
+                            gap_end = gap_end.min(end);
+                        }
                     }
                 }
             }
