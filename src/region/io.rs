@@ -52,15 +52,18 @@ pub(crate) enum AtomicOp {
 pub(super) const RUN_PAGES: usize = 16;
 
 /// Pages an access that must pin also pins after its own, in the same GUP call (for its
-/// direction, faulting them in): every slot of the window that the access would have to pin
-/// (absent, suspect, or a read pin for a write), up to the first that it would not. A stream of
-/// packets over freshly mapped or remapped memory then takes one slow path per GUP batch
-/// instead of one per packet, and the fixed cost of the slow path (mm reference, read_begin,
-/// commit) is spread over the batch. mlx5 does the same after a responder page fault
-/// (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c); ours is one GUP batch
-/// ([`PIN_BATCH`] pages, 2 MiB). Bounded by the region's end; a page of the window that cannot
-/// be pinned ends it. Like ODP's prefetch, this may fault in pages that the process released
-/// (MADV_DONTNEED) next to the page the peer touches; the background verify pass never does.
+/// direction, faulting them in): the absent slots right after the access, up to the first slot
+/// that holds a pin. A stream of packets over freshly mapped or remapped memory then takes one
+/// slow path per GUP batch instead of one per packet, and the fixed cost of the slow path (mm
+/// reference, read_begin, commit) is spread over the batch. mlx5 does the same after a
+/// responder page fault (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c); ours is
+/// one GUP batch ([`PIN_BATCH`] pages, 2 MiB). Suspect pins are not in the window: the verify
+/// pass keeps them without GUP when their page did not change (a VMA split marks a whole 2 MiB
+/// block suspect), and re-pinning 512 of them in the path of one packet would delay its
+/// response while the process keeps remapping. Bounded by the region's end; a page of the
+/// window that cannot be pinned ends it. Like ODP's prefetch, this may fault in pages that the
+/// process released (MADV_DONTNEED) next to the page the peer touches, once the verify pass
+/// found them gone; the verify pass itself never faults.
 pub(super) const AHEAD_PAGES: usize = PIN_BATCH;
 
 impl Region {
@@ -144,12 +147,11 @@ impl Region {
     }
 
     /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when
-    /// `write`) together with the pages of the same access up to index `last` and the slots
-    /// right after it that the access would have to pin too (absent, suspect, or read pins for
-    /// a write), up to [`AHEAD_PAGES`] pages from `idx`, at most [`PIN_BATCH`] in one round. A
-    /// suspect pin whose page did not change is kept (`commit` drops the duplicate). Success
-    /// does not promise a usable pin (an invalidation may have won): the caller looks again.
-    /// Errors: as [`Region::access`]. Sleeps.
+    /// `write`) together with the pages of the same access up to index `last` and the absent
+    /// slots right after it, up to [`AHEAD_PAGES`] pages from `idx` (suspect pins there are
+    /// left to the verify pass, which keeps them without GUP), at most [`PIN_BATCH`] in one
+    /// round. Success does not promise a usable pin (an invalidation may have won): the caller
+    /// looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
         let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
@@ -162,12 +164,8 @@ impl Region {
             last + 1 - idx
         } else {
             let table = self.table.lock();
-            let needs = |i: &usize| match table.get(*i) {
-                Some(None) => true,
-                Some(Some(pin)) => !pin.usable(write),
-                None => false,
-            };
-            (last + 1..idx + window).take_while(needs).count() + (last + 1 - idx)
+            let absent = |i: &usize| matches!(table.get(*i), Some(None));
+            (last + 1..idx + window).take_while(absent).count() + (last + 1 - idx)
         }
         .min(PIN_BATCH);
         let cause = PinCause::Access { until: last + 1 };
