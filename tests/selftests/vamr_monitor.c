@@ -239,7 +239,8 @@ TEST_F(mon, mmap_fixed_over_it)
 	ASSERT_EQ(0, one_record(_metadata, self, VAMR_EVENT_UNMAP, self->w, self->wlen));
 }
 
-/* Faulting memory in, mprotect and fork keep the pages: no record, no bump. */
+/* Faulting memory in, mprotect and fork (its write protection) keep the pages: no record,
+ * no bump. */
 TEST_F(mon, faults_protection_and_fork_raise_nothing)
 {
 	size_t len = 64 * PAGE;
@@ -264,7 +265,9 @@ TEST_F(mon, faults_protection_and_fork_raise_nothing)
 		_exit(0);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	touch(b, len);				/* parent's COW after fork: ours alone again? */
+	/* (A write now may copy a page the fork made COW: a real change of the page at the
+	 * address, counted, since nothing pins these pages. Pinned pages are copied for the
+	 * child at fork instead, so an MR's pages never see that.) */
 	usleep(100000);
 	EXPECT_EQ(0, drain(self->efd, self->ev, 64))
 		TH_LOG("kind %#x addr %#llx len %llu", self->ev[0].kind,
