@@ -299,9 +299,15 @@ TEST_F(mon, no_pin_no_memlock)
 	touch(b, len);
 	EXPECT_EQ(pin, vamr_status_kb("VmPin"));
 	EXPECT_EQ(lck, vamr_status_kb("VmLck"));
-	/* DONTNEED'd memory is not kept resident by the watch. */
+	/* Watching and touching 1 MiB raised nothing; DONTNEED'd memory is not kept resident
+	 * by the watch, and the DONTNEED of the whole MiB is one record. */
+	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
 	ASSERT_EQ(0, madvise(b, len, MADV_DONTNEED));
 	EXPECT_GT(rss + 64, vamr_status_kb("RssAnon"));
+	ASSERT_EQ(1, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, self->ev[0].kind);
+	EXPECT_EQ((uintptr_t)b, self->ev[0].addr);
+	EXPECT_EQ(len, self->ev[0].len);
 	ASSERT_EQ(0, unwatch(self->fd, s));
 	setrlimit(RLIMIT_MEMLOCK, &old);
 	munmap(b, len);
