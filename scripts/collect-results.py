@@ -87,11 +87,14 @@ SETUP_SECTION = "guest_setup"
 BASELINE_SECTIONS = {"rdma_baseline", "rdma_va_odp_stock"}
 # Sections that run a program a second time, with the programs they need:
 # on the stock rxe, next to rdma_baseline, rdma_va's ODP variant
-# (VAMR_ODP_STOCK=1) and va_mr_jobs.sh --stock; in the unload phase,
+# (VAMR_ODP_STOCK=1), va_mr_jobs.sh --stock and rdma_monitor (vamr loaded
+# beside the stock rxe); in the unload phase,
 # va_mr_jobs.sh --load (rdma_rxe loaded with va_mr=1).
 STOCK_SECTIONS = {"rdma_va_odp_stock": ("rdma_va", "rdma_baseline"),
                   "va_mr_jobs_stock": ("va_mr_jobs.sh", "rdma_baseline"),
-                  "va_mr_jobs_load": ("va_mr_jobs.sh",)}
+                  "va_mr_jobs_load": ("va_mr_jobs.sh",),
+                  # Monitor mode's registration cache of normal MRs, on the stock rxe.
+                  "rdma_monitor_stock": ("rdma_monitor", "rdma_baseline")}
 BASELINE_TESTS = re.compile(r"^rdma_va\.(normal|odp)\.")
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

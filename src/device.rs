@@ -11,12 +11,15 @@ use crate::events::EventQueue;
 use crate::region::{self, AtomicOp, Dir, Prefetch, Region, Registration};
 use crate::stats;
 use crate::uapi;
+use crate::watch::{self, Generations, Watch};
 use kernel::fs::File;
 use kernel::id_pool::IdPool;
 use kernel::ioctl::_IOC_SIZE;
 use kernel::miscdevice::{MiscDevice, MiscDeviceRegistration};
+use kernel::mm::virt::VmaNew;
 use kernel::mm::Mm;
 use kernel::new_mutex;
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::{aref::ARef, Arc, Mutex};
 use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader};
@@ -45,11 +48,26 @@ struct Table {
     ids: IdPool,
 }
 
+/// An entry of a file's watch table; the index is the slot.
+enum WatchSlot {
+    /// A free slot.
+    Free,
+    /// Taken by a `VAMR_IOC_WATCH` in progress.
+    Reserved,
+    /// A watch.
+    Live(Arc<Watch>),
+}
+
+/// A file's watches, by slot (lowest free slot first), at most [`uapi::WATCH_MAX`].
+struct Watches {
+    slots: KVec<WatchSlot>,
+}
+
 /// State of one open file of `/dev/vamr`.
 ///
 /// # Invariants
 ///
-/// Every region in `regions` was registered in `mm`.
+/// Every region in `regions` and every watch in `watches` was made in `mm`.
 #[pin_data]
 pub(crate) struct VamrFile {
     /// The opener's address space (`mmgrab`).
@@ -59,8 +77,17 @@ pub(crate) struct VamrFile {
     /// the region lock). Allocating under it is fine: the invalidate path never takes it.
     #[pin]
     regions: Mutex<Table>,
-    /// Invalidation records of this file's regions (read through events files).
+    /// Invalidation records of this file's regions and watches (read through events files).
     events: Arc<EventQueue>,
+    /// Monitor-mode watches by slot. Lock rules: held only to look up, reserve, insert or take
+    /// out an entry (allocating is fine); never across notifier insertion or removal (they take
+    /// `mmap_lock`, and the mmap path takes `gens` under it).
+    #[pin]
+    watches: Mutex<Watches>,
+    /// The generation counters of the watches, allocated by the first `VAMR_IOC_WATCH` or
+    /// `mmap`. Lock rules: a leaf lock, taken under `mmap_lock` by `mmap`; allocates under it.
+    #[pin]
+    gens: Mutex<Option<Arc<Generations>>>,
 }
 
 #[vtable]
@@ -80,6 +107,8 @@ impl MiscDevice for VamrFile {
                     "vamr_file_regions"
                 ),
                 events: EventQueue::new()?,
+                watches <- new_mutex!(Watches { slots: KVec::new() }, "vamr_file_watches"),
+                gens <- new_mutex!(None, "vamr_file_gens"),
             }),
             GFP_KERNEL,
         )
@@ -102,12 +131,188 @@ impl MiscDevice for VamrFile {
             uapi::IOC_EVENTS_OPEN => me.events_open(user),
             uapi::IOC_MR_QUERY => me.mr_query(user),
             uapi::IOC_DEVICE => me.device_info(user),
+            uapi::IOC_EVENTS_OPEN_EX => me.events_open_ex(user),
+            uapi::IOC_WATCH => me.watch(user),
+            uapi::IOC_UNWATCH => me.unwatch(user),
+            uapi::IOC_WATCH_SYNC => me.watch_sync(user),
             _ => Err(ENOTTY),
         }
+    }
+
+    /// Maps the generation counters of monitor mode, read-only: `[pgoff, pgoff + pages)` of
+    /// the [`watch::GEN_PAGES`] counter pages. Called under `mmap_lock` (write); may sleep.
+    ///
+    /// Errors: `EACCES` (a writable mapping), `EINVAL` (offset or length past the counters),
+    /// `EPERM` (another address space), `ENOMEM`.
+    fn mmap(me: Pin<&VamrFile>, _file: &File, vma: &VmaNew) -> Result {
+        me.check_mm()?;
+        if vma.writable() {
+            return Err(EACCES);
+        }
+        // Cannot fail: the mapping is not writable.
+        vma.try_clear_maywrite()?;
+        let pages = (vma.end() - vma.start()) / PAGE_SIZE;
+        // SAFETY: `vma` is a valid VMA being set up; `vm_pgoff` is a plain field set by mmap.
+        let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff };
+        let last = pgoff.checked_add(pages).ok_or(EINVAL)?;
+        if last > watch::GEN_PAGES {
+            return Err(EINVAL);
+        }
+        let gens = me.generations()?;
+        vma.set_dontexpand();
+        vma.set_dontcopy();
+        let vma = vma.set_mixedmap();
+        for i in 0..pages {
+            let page = gens.page(pgoff + i).ok_or(EINVAL)?;
+            vma.vm_insert_page(vma.start() + i * PAGE_SIZE, page)?;
+        }
+        Ok(())
     }
 }
 
 impl VamrFile {
+    /// The file's generation counters, allocated on first use. Errors: `ENOMEM`. May sleep.
+    fn generations(&self) -> Result<Arc<Generations>> {
+        let mut gens = self.gens.lock();
+        if let Some(g) = gens.as_ref() {
+            return Ok(g.clone());
+        }
+        let g = Generations::new()?;
+        *gens = Some(g.clone());
+        Ok(g)
+    }
+
+    /// The watch in `slot`. Errors: `ENOENT`.
+    fn watch_of(&self, slot: u32) -> Result<Arc<Watch>> {
+        let watches = self.watches.lock();
+        match watches.slots.get(slot as usize) {
+            Some(WatchSlot::Live(w)) => Ok(w.clone()),
+            _ => Err(ENOENT),
+        }
+    }
+
+    /// Reserves the lowest free slot. Errors: `ENOSPC` past [`uapi::WATCH_MAX`], `ENOMEM`.
+    fn reserve_slot(&self) -> Result<usize> {
+        let mut watches = self.watches.lock();
+        let slot = match watches
+            .slots
+            .iter()
+            .position(|s| matches!(s, WatchSlot::Free))
+        {
+            Some(slot) => slot,
+            None if watches.slots.len() < uapi::WATCH_MAX => {
+                watches.slots.push(WatchSlot::Free, GFP_KERNEL)?;
+                watches.slots.len() - 1
+            }
+            None => return Err(ENOSPC),
+        };
+        watches.slots[slot] = WatchSlot::Reserved;
+        Ok(slot)
+    }
+
+    /// `VAMR_IOC_WATCH`. Errors: see `struct vamr_watch`.
+    fn watch(&self, user: UserSlice) -> Result<isize> {
+        let (mut reader, mut writer) = user.reader_writer();
+        let mut req: uapi::Watch = reader.read()?;
+        if req.flags != 0 || req.slot != 0 || req.generation != 0 {
+            return Err(EINVAL);
+        }
+        self.check_mm()?;
+        let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
+        let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
+        let gens = self.generations()?;
+        let slot = self.reserve_slot()?;
+        let made = Watch::new(
+            &self.mm,
+            addr,
+            len,
+            req.cookie,
+            slot,
+            gens,
+            self.events.clone(),
+        )
+        .and_then(|w| {
+            req.slot = slot as u32;
+            req.generation = w.sync()?;
+            // Publish the slot before the watch: a caller that cannot learn it never used it.
+            writer.write(&req)?;
+            Ok(w)
+        });
+        let mut watches = self.watches.lock();
+        match made {
+            Ok(w) => {
+                watches.slots[slot] = WatchSlot::Live(w);
+                Ok(0)
+            }
+            Err(e) => {
+                watches.slots[slot] = WatchSlot::Free;
+                Err(e)
+            }
+        }
+        // On error the watch (if made) was dropped, and its notifier removed, before the lock.
+    }
+
+    /// `VAMR_IOC_UNWATCH`: removes the watch (waits for its running callbacks) and bumps its
+    /// counter once more. Errors: `ENOENT`, `EINVAL` (flags), `EFAULT`, `EPERM` (other mm).
+    fn unwatch(&self, user: UserSlice) -> Result<isize> {
+        let req: uapi::HandleArg = user.reader().read()?;
+        if req.flags != 0 {
+            return Err(EINVAL);
+        }
+        self.check_mm()?;
+        let live = {
+            let mut watches = self.watches.lock();
+            match watches.slots.get_mut(req.handle as usize) {
+                Some(slot @ WatchSlot::Live(_)) => core::mem::replace(slot, WatchSlot::Free),
+                _ => return Err(ENOENT),
+            }
+        };
+        // The notifier removal sleeps: outside the table lock. A `VAMR_IOC_WATCH_SYNC` running
+        // on the watch holds the last reference and removes it when it returns.
+        drop(live);
+        Ok(0)
+    }
+
+    /// `VAMR_IOC_WATCH_SYNC`. Errors: see `struct vamr_watch_sync`.
+    fn watch_sync(&self, user: UserSlice) -> Result<isize> {
+        let (mut reader, mut writer) = user.reader_writer();
+        let mut req: uapi::WatchSync = reader.read()?;
+        if req.flags != 0 {
+            return Err(EINVAL);
+        }
+        self.check_mm()?;
+        let w = self.watch_of(req.slot)?;
+        debug_assert_eq!(w.slot(), req.slot as usize);
+        req.generation = w.sync()?;
+        writer.write(&req)?;
+        Ok(0)
+    }
+
+    /// `VAMR_IOC_EVENTS_OPEN_EX`. Errors: see `struct vamr_events_open_ex`.
+    fn events_open_ex(&self, user: UserSlice) -> Result<isize> {
+        let (mut reader, mut writer) = user.reader_writer();
+        let mut req: uapi::EventsOpenEx = reader.read()?;
+        if req.flags & !(uapi::EVENTS_NONBLOCK | uapi::EVENTS_CLOEXEC) != 0
+            || req.reserved != 0
+            || req.ring as usize > uapi::EVENTS_RING_MAX
+        {
+            return Err(EINVAL);
+        }
+        self.check_mm()?;
+        if req.ring != 0 {
+            self.events.resize(req.ring as usize)?;
+        }
+        // At most EVENTS_RING_MAX: fits in u32.
+        req.ring = self.events.size() as u32;
+        let nonblock = req.flags & uapi::EVENTS_NONBLOCK != 0;
+        let cloexec = req.flags & uapi::EVENTS_CLOEXEC != 0;
+        self.events.open_file(nonblock, cloexec, |fd| {
+            req.fd = fd;
+            writer.write(&req)
+        })?;
+        Ok(0)
+    }
+
     /// `EPERM` unless the caller runs in the opener's address space.
     fn check_mm(&self) -> Result {
         match kernel::current!().mm() {

@@ -5,9 +5,11 @@
 //! Every invalidation that overlaps a region of the file queues one [`uapi::Event`] record,
 //! whatever the region's pins: a user-space registration cache reads them (read()/poll() on the
 //! file returned by `VAMR_IOC_EVENTS_OPEN`) to drop stale entries, for MRs of any device. The
-//! queue is a fixed ring allocated when the `/dev/vamr` file is opened, because records are
-//! queued from the invalidate callback, which must not allocate; when it is full, records are
-//! counted as lost and reported by one `VAMR_EVENT_OVERFLOW` record.
+//! queue is a ring allocated when the `/dev/vamr` file is opened (and resized only by
+//! `VAMR_IOC_EVENTS_OPEN_EX`, in process context), because records are queued from the
+//! invalidate callback, which must not allocate; when it is full, records are counted as lost
+//! and reported by one `VAMR_EVENT_OVERFLOW` record. Monitor-mode watches (`src/watch.rs`)
+//! queue their records on the same ring.
 
 use crate::uapi;
 use core::ffi::c_void;
@@ -19,8 +21,8 @@ use kernel::sync::{Arc, SpinLock};
 use kernel::uaccess::{UserPtr, UserSlice};
 use kernel::{new_poll_condvar, new_spinlock};
 
-/// Records the ring holds before it overflows.
-pub(crate) const QUEUE_RECORDS: usize = 512;
+/// Records a new ring holds before it overflows.
+pub(crate) const QUEUE_RECORDS: usize = uapi::EVENTS_RING_DEFAULT;
 
 /// Records copied to user space per batch (on the stack, 640 bytes).
 const READ_BATCH: usize = 16;
@@ -38,10 +40,10 @@ extern "C" {
     fn vamr_events_discard(fd: i32, file: *mut bindings::file);
 }
 
-/// The ring. `records` has `QUEUE_RECORDS` entries; the queued ones are `len` entries from
-/// `head`, wrapping.
+/// The ring. `records` has between 1 and `EVENTS_RING_MAX` entries (its length is the ring's
+/// size); the queued ones are `len` entries from `head`, wrapping.
 struct Ring {
-    records: KVec<uapi::Event>,
+    records: KVVec<uapi::Event>,
     head: usize,
     len: usize,
     /// Records dropped because the ring was full, not yet reported.
@@ -65,7 +67,7 @@ pub(crate) struct EventQueue {
 impl EventQueue {
     /// A new, empty queue. Errors: `ENOMEM`. May sleep.
     pub(crate) fn new() -> Result<Arc<Self>> {
-        let records = KVec::from_elem(uapi::Event::default(), QUEUE_RECORDS, GFP_KERNEL)?;
+        let records = KVVec::from_elem(uapi::Event::default(), QUEUE_RECORDS, GFP_KERNEL_ACCOUNT)?;
         Arc::pin_init(
             pin_init!(EventQueue {
                 ring <- new_spinlock!(
@@ -84,11 +86,12 @@ impl EventQueue {
         {
             let mut ring = self.ring.lock();
             ring.generation += 1;
-            if ring.len == QUEUE_RECORDS {
+            let size = ring.records.len();
+            if ring.len == size {
                 ring.lost += 1;
             } else {
                 record.generation = ring.generation;
-                let tail = (ring.head + ring.len) % QUEUE_RECORDS;
+                let tail = (ring.head + ring.len) % size;
                 ring.records[tail] = record;
                 ring.len += 1;
             }
@@ -101,9 +104,10 @@ impl EventQueue {
     fn take(&self, out: &mut [uapi::Event]) -> usize {
         let mut ring = self.ring.lock();
         let mut n = 0;
+        let size = ring.records.len();
         while n < out.len() && ring.len > 0 {
             out[n] = ring.records[ring.head];
-            ring.head = (ring.head + 1) % QUEUE_RECORDS;
+            ring.head = (ring.head + 1) % size;
             ring.len -= 1;
             n += 1;
         }
@@ -118,6 +122,37 @@ impl EventQueue {
             n += 1;
         }
         n
+    }
+
+    /// Makes the ring `size` records long (1..=[`uapi::EVENTS_RING_MAX`]), keeping the queued
+    /// records, oldest first; those that do not fit count as lost. Returns the new size.
+    /// Errors: `EINVAL` (size out of range), `ENOMEM`. Process context, may sleep (allocates
+    /// outside the lock, charged to the caller's memory cgroup).
+    pub(crate) fn resize(&self, size: usize) -> Result<usize> {
+        if size == 0 || size > uapi::EVENTS_RING_MAX {
+            return Err(EINVAL);
+        }
+        let mut records = KVVec::from_elem(uapi::Event::default(), size, GFP_KERNEL_ACCOUNT)?;
+        {
+            let mut ring = self.ring.lock();
+            let old = ring.records.len();
+            let keep = ring.len.min(size);
+            for (i, slot) in records.iter_mut().enumerate().take(keep) {
+                *slot = ring.records[(ring.head + i) % old];
+            }
+            ring.lost += (ring.len - keep) as u64;
+            ring.head = 0;
+            ring.len = keep;
+            core::mem::swap(&mut ring.records, &mut records);
+        }
+        // The old ring is freed outside the spinlock.
+        drop(records);
+        Ok(size)
+    }
+
+    /// The ring's size in records.
+    pub(crate) fn size(&self) -> usize {
+        self.ring.lock().records.len()
     }
 
     fn is_empty(&self) -> bool {
@@ -308,5 +343,35 @@ mod tests {
         q.push(record(9));
         assert_eq!(q.take(&mut out), 1);
         assert_eq!(out[0].generation, QUEUE_RECORDS as u64 + extra + 1);
+    }
+
+    #[test]
+    fn resize_keeps_the_oldest_records_and_counts_the_rest_lost() {
+        let q = EventQueue::new().unwrap();
+        assert_eq!(q.size(), QUEUE_RECORDS);
+        assert_eq!(q.resize(0), Err(EINVAL));
+        assert_eq!(q.resize(uapi::EVENTS_RING_MAX + 1), Err(EINVAL));
+        for n in 1..=5 {
+            q.push(record(n));
+        }
+        assert_eq!(q.resize(3), Ok(3));
+        assert_eq!(q.size(), 3);
+        q.push(record(6));
+        let mut out = [uapi::Event::default(); 8];
+        assert_eq!(q.take(&mut out), 4);
+        assert_eq!([out[0].len, out[1].len, out[2].len], [1, 2, 3]);
+        // Two dropped by the resize, one more when the full ring got record 6.
+        assert_eq!(
+            (out[3].kind, out[3].len, out[3].generation),
+            (uapi::EVENT_OVERFLOW, 3, 6)
+        );
+        // A small ring wraps; a larger one takes more.
+        for n in 7..=11 {
+            q.push(record(n));
+        }
+        assert_eq!(q.resize(uapi::EVENTS_RING_MAX), Ok(uapi::EVENTS_RING_MAX));
+        assert_eq!(q.take(&mut out), 4);
+        assert_eq!([out[0].len, out[1].len, out[2].len], [7, 8, 9]);
+        assert_eq!((out[3].kind, out[3].len), (uapi::EVENT_OVERFLOW, 2));
     }
 }

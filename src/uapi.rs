@@ -15,7 +15,7 @@ use kernel::prelude::*;
 use kernel::transmute::{AsBytes, FromBytes};
 
 /// ABI version reported by `VAMR_IOC_QUERY`; bumped on an incompatible change.
-pub(crate) const ABI_VERSION: u32 = 3;
+pub(crate) const ABI_VERSION: u32 = 4;
 
 /// ioctl type byte (unassigned in `Documentation/userspace-api/ioctl/ioctl-number.rst`).
 pub(crate) const IOCTL_TYPE: u32 = 0xBB;
@@ -32,13 +32,19 @@ pub(crate) const FEATURE_EVENTS: u64 = 1 << 3;
 pub(crate) const FEATURE_MR_QUERY: u64 = 1 << 4;
 /// `VAMR_FEATURE_DEVICES`: `VAMR_IOC_DEVICE`.
 pub(crate) const FEATURE_DEVICES: u64 = 1 << 5;
+/// `VAMR_FEATURE_WATCH`: monitor mode (WATCH, UNWATCH, WATCH_SYNC, the counter mapping).
+pub(crate) const FEATURE_WATCH: u64 = 1 << 6;
+/// `VAMR_FEATURE_EVENTS_RING`: `VAMR_IOC_EVENTS_OPEN_EX`.
+pub(crate) const FEATURE_EVENTS_RING: u64 = 1 << 7;
 /// Every feature bit this version of the ABI defines (`VAMR_FEATURES_KNOWN`).
 pub(crate) const FEATURES_KNOWN: u64 = FEATURE_REGIONS
     | FEATURE_ATOMICS
     | FEATURE_PREFETCH
     | FEATURE_EVENTS
     | FEATURE_MR_QUERY
-    | FEATURE_DEVICES;
+    | FEATURE_DEVICES
+    | FEATURE_WATCH
+    | FEATURE_EVENTS_RING;
 
 /// `VAMR_DEVICE_NAME_MAX`: bytes of `struct vamr_device_info.name`, NUL included.
 pub(crate) const DEVICE_NAME_MAX: usize = 64;
@@ -70,6 +76,16 @@ pub(crate) const PREFETCH_KNOWN: u32 = PREFETCH_WRITE | PREFETCH_NO_FAULT;
 
 /// `VAMR_EVENT_OVERFLOW`: `struct vamr_event.kind` of the lost-records report.
 pub(crate) const EVENT_OVERFLOW: u32 = 0xffff;
+/// `VAMR_EVENT_WATCH`: the bit of `struct vamr_event.kind` that marks a watch's record.
+pub(crate) const EVENT_WATCH: u32 = 0x1_0000;
+/// `VAMR_EVENTS_RING_DEFAULT`: records of a new events ring.
+pub(crate) const EVENTS_RING_DEFAULT: usize = 512;
+/// `VAMR_EVENTS_RING_MAX`: the largest events ring, in records.
+pub(crate) const EVENTS_RING_MAX: usize = 65536;
+/// `VAMR_WATCH_MAX`: most watches on one file.
+pub(crate) const WATCH_MAX: usize = 4096;
+/// `VAMR_WATCH_MAP_LEN`: bytes of the generation counters (one `u64` per slot).
+pub(crate) const WATCH_MAP_LEN: usize = WATCH_MAX * 8;
 /// `VAMR_EVENTS_NONBLOCK`.
 pub(crate) const EVENTS_NONBLOCK: u32 = 1 << 0;
 /// `VAMR_EVENTS_CLOEXEC`.
@@ -180,6 +196,19 @@ abi_struct! {
     }
     /// `struct vamr_events_open`.
     EventsOpen = 8 { flags @ 0: u32, fd @ 4: i32 }
+    /// `struct vamr_events_open_ex`.
+    EventsOpenEx = 16 { flags @ 0: u32, fd @ 4: i32, ring @ 8: u32, reserved @ 12: u32 }
+    /// `struct vamr_watch`.
+    Watch = 40 {
+        addr @ 0: u64,
+        len @ 8: u64,
+        cookie @ 16: u64,
+        flags @ 24: u32,
+        slot @ 28: u32,
+        generation @ 32: u64,
+    }
+    /// `struct vamr_watch_sync`.
+    WatchSync = 16 { slot @ 0: u32, flags @ 4: u32, generation @ 8: u64 }
     /// `struct vamr_mr_query`.
     MrQuery = 192 {
         key @ 0: u32,
@@ -222,6 +251,14 @@ pub(crate) const IOC_EVENTS_OPEN: u32 = _IOWR::<EventsOpen>(IOCTL_TYPE, 0x07);
 pub(crate) const IOC_MR_QUERY: u32 = _IOWR::<MrQuery>(IOCTL_TYPE, 0x08);
 /// `VAMR_IOC_DEVICE`.
 pub(crate) const IOC_DEVICE: u32 = _IOWR::<DeviceInfo>(IOCTL_TYPE, 0x09);
+/// `VAMR_IOC_EVENTS_OPEN_EX` (the number of `VAMR_IOC_EVENTS_OPEN`, with a larger argument).
+pub(crate) const IOC_EVENTS_OPEN_EX: u32 = _IOWR::<EventsOpenEx>(IOCTL_TYPE, 0x07);
+/// `VAMR_IOC_WATCH`.
+pub(crate) const IOC_WATCH: u32 = _IOWR::<Watch>(IOCTL_TYPE, 0x0a);
+/// `VAMR_IOC_UNWATCH`.
+pub(crate) const IOC_UNWATCH: u32 = _IOW::<HandleArg>(IOCTL_TYPE, 0x0b);
+/// `VAMR_IOC_WATCH_SYNC`.
+pub(crate) const IOC_WATCH_SYNC: u32 = _IOWR::<WatchSync>(IOCTL_TYPE, 0x0c);
 
 impl DeviceInfo {
     /// Sets `name` from a NUL-terminated array of [`DEVICE_NAME_MAX`] bytes.
@@ -262,7 +299,8 @@ mod tests {
         static vamr_c_features_known: u64;
         static vamr_c_access_known: u32;
         static vamr_c_event_count: u32;
-        static vamr_c_ioc: [u32; 10];
+        static vamr_c_ioc: [u32; 14];
+        static vamr_c_watch_consts: [u32; 5];
     }
 
     #[test]
@@ -293,10 +331,24 @@ mod tests {
             IOC_EVENTS_OPEN,
             IOC_MR_QUERY,
             IOC_DEVICE,
+            IOC_EVENTS_OPEN_EX,
+            IOC_WATCH,
+            IOC_UNWATCH,
+            IOC_WATCH_SYNC,
         ];
         // The ioctl numbers encode the sizes: this also compares every structure's size as each
         // compiler sees it (the offsets are checked at build time, see `abi_struct!`).
         assert_eq!(ioc, rust_ioc);
+        // SAFETY: as above.
+        let watch = unsafe { vamr_c_watch_consts };
+        let rust_watch = [
+            EVENT_WATCH,
+            EVENTS_RING_DEFAULT as u32,
+            EVENTS_RING_MAX as u32,
+            WATCH_MAX as u32,
+            WATCH_MAP_LEN as u32,
+        ];
+        assert_eq!(watch, rust_watch);
     }
 
     #[test]

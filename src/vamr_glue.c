@@ -20,10 +20,15 @@ const u32 vamr_c_abi_version = VAMR_ABI_VERSION;
 const u64 vamr_c_features_known = VAMR_FEATURES_KNOWN;
 const u32 vamr_c_access_known = VAMR_ACCESS_KNOWN;
 const u32 vamr_c_event_count = VAMR_EVENT_COUNT;
-const u32 vamr_c_ioc[10] = {
+const u32 vamr_c_ioc[14] = {
 	VAMR_IOC_QUERY, VAMR_IOC_REGISTER, VAMR_IOC_UNREGISTER, VAMR_IOC_ACCESS,
 	VAMR_IOC_ATOMIC, VAMR_IOC_PREFETCH, VAMR_IOC_STATS, VAMR_IOC_EVENTS_OPEN,
-	VAMR_IOC_MR_QUERY, VAMR_IOC_DEVICE,
+	VAMR_IOC_MR_QUERY, VAMR_IOC_DEVICE, VAMR_IOC_EVENTS_OPEN_EX, VAMR_IOC_WATCH,
+	VAMR_IOC_UNWATCH, VAMR_IOC_WATCH_SYNC,
+};
+const u32 vamr_c_watch_consts[5] = {
+	VAMR_EVENT_WATCH, VAMR_EVENTS_RING_DEFAULT, VAMR_EVENTS_RING_MAX, VAMR_WATCH_MAX,
+	VAMR_WATCH_MAP_LEN,
 };
 /*
  * The size of every structure and the offset of every field, as src/uapi.rs
@@ -111,6 +116,25 @@ VAMR_AT(vamr_event, kind, 36);
 VAMR_SIZE(vamr_events_open, 8);
 VAMR_AT(vamr_events_open, flags, 0);
 VAMR_AT(vamr_events_open, fd, 4);
+
+VAMR_SIZE(vamr_events_open_ex, 16);
+VAMR_AT(vamr_events_open_ex, flags, 0);
+VAMR_AT(vamr_events_open_ex, fd, 4);
+VAMR_AT(vamr_events_open_ex, ring, 8);
+VAMR_AT(vamr_events_open_ex, reserved, 12);
+
+VAMR_SIZE(vamr_watch, 40);
+VAMR_AT(vamr_watch, addr, 0);
+VAMR_AT(vamr_watch, len, 8);
+VAMR_AT(vamr_watch, cookie, 16);
+VAMR_AT(vamr_watch, flags, 24);
+VAMR_AT(vamr_watch, slot, 28);
+VAMR_AT(vamr_watch, generation, 32);
+
+VAMR_SIZE(vamr_watch_sync, 16);
+VAMR_AT(vamr_watch_sync, slot, 0);
+VAMR_AT(vamr_watch_sync, flags, 4);
+VAMR_AT(vamr_watch_sync, generation, 8);
 
 VAMR_SIZE(vamr_mr_query, 192);
 VAMR_AT(vamr_mr_query, key, 0);
@@ -305,6 +329,15 @@ unsigned long vamr_memlock_limit_pages(void)
 struct workqueue_struct *vamr_alloc_workqueue(const char *name)
 {
 	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
+}
+
+/*
+ * page_address(): the permanent kernel address of a page that is not in
+ * high memory (the generation counters of monitor mode; src/watch.rs).
+ */
+void *vamr_page_address(struct page *page)
+{
+	return page_address(page);
 }
 
 /* TASK_SIZE of current: the end of the user address space, in bytes. */

@@ -28,6 +28,7 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 int vamr_fault_in(struct mm_struct *mm, unsigned long addr, bool write);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
+void *vamr_page_address(struct page *page);
 bool vamr_fatal_signal_pending(void);
 void vamr_global_bytes_add(unsigned int idx, u64 n);
 u64 vamr_global_bytes_sum(unsigned int idx);
@@ -48,7 +49,8 @@ extern const u32 vamr_c_abi_version;
 extern const u64 vamr_c_features_known;
 extern const u32 vamr_c_access_known;
 extern const u32 vamr_c_event_count;
-extern const u32 vamr_c_ioc[10];
+extern const u32 vamr_c_ioc[14];
+extern const u32 vamr_c_watch_consts[5];
 
 /* src/vamr_trace.c: emit vamr's trace events (see src/vamr_trace.h). */
 void vamr_trace_register(unsigned long start, unsigned long npages, bool write,

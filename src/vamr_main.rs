@@ -24,6 +24,7 @@ mod region;
 mod stats;
 mod trace;
 mod uapi;
+mod watch;
 
 module! {
     type: VamrModule,

@@ -23,16 +23,16 @@ run() { "$@" >$out 2>$err; rc=$?; }
 field() { awk -v k="$1" '$1 == k { print $2; exit }' $out; }
 
 echo "TAP version 13"
-echo "1..10"
+echo "1..11"
 
 if ! command -v vamrctl >/dev/null; then
-	for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
+	for i in 1 2 3 4 5 6 7 8 9 10 11; do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
 	exit 0
 fi
 
 run vamrctl --help
 if [ $rc = 0 ] && grep -q '^usage: vamrctl' $out && grep -q ' caps ' $out &&
-	grep -q ' stats ' $out && grep -q ' watch ADDR LEN' $out && grep -q ' mr-query KEY' $out; then
+	grep -q ' stats ' $out && grep -q ' watch \[--monitor\] ADDR LEN' $out && grep -q ' mr-query KEY' $out; then
 	ok help
 else
 	not_ok help "rc=$rc, or a command missing from --help"
@@ -94,6 +94,23 @@ if [ $rc = 0 ] && echo "$kinds" | grep -q 'mmap(MAP_FIXED)=unmap'; then
 else
 	not_ok watch_mmap_over_is_unmap "rc=$rc, step=kind seen: $kinds"
 fi
+
+# Monitor mode: nothing pinned; DONTNEED, mmap over and munmap raise watch
+# records and bump the generation, mprotect raises nothing.
+run vamrctl watch --monitor 0 16384
+sed 's/^/# /' $out
+kinds=$(awk '/^step [0-9]+:/ { step = $3 } /^  event / { for (i = 1; i <= NF; i++)
+	if ($i ~ /^kind=/) print step "=" substr($i, 6) }' $out | sort -u | tr '\n' ' ')
+gens=$(awk '/^  generation / { print $2 }' $out | tr '\n' ' ')
+case "$rc $kinds" in
+"0 madvise(MADV_DONTNEED)=watch:clear mmap(MAP_FIXED)=watch:unmap munmap=watch:unmap ")
+	if [ "$gens" = "0 0 1 1 2 3 " ] && grep -q '^watch: 3 events, 0 lost' $out; then
+		ok watch_monitor_reports_mapping_changes_only
+	else
+		not_ok watch_monitor_reports_mapping_changes_only "generations seen: $gens"
+	fi ;;
+*) not_ok watch_monitor_reports_mapping_changes_only "rc=$rc, step=kind seen: $kinds" ;;
+esac
 
 # No MR of this process has that key: the same answer as for anyone else's.
 run vamrctl mr-query 0x12345

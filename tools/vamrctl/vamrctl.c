@@ -5,7 +5,8 @@
  *
  *   vamrctl caps               what the loaded module offers (VAMR_IOC_QUERY)
  *   vamrctl stats [--global]   counters: of a region of vamrctl's own, or module-wide
- *   vamrctl watch ADDR LEN     watch a range of vamrctl's own, remap it, print the events
+ *   vamrctl watch [--monitor] ADDR LEN
+ *                              watch a range of vamrctl's own, remap it, print the events
  *   vamrctl mr-query KEY       look a key up among this process's VA-semantics MRs
  *   vamrctl va-mr [on|off|status]  rdma_rxe's va_mr switch (sysfs), and which
  *                              RDMA devices offer VA MRs
@@ -49,10 +50,13 @@ static void usage(FILE *f)
 "                     (a region belongs to the process that registered it; no\n"
 "                     process reads another's); --global: the module-wide\n"
 "                     counters (VAMR_STATS_GLOBAL)\n"
-"  watch ADDR LEN     map LEN bytes at ADDR in vamrctl (ADDR 0: anywhere),\n"
+"  watch [--monitor] ADDR LEN\n"
+"                     map LEN bytes at ADDR in vamrctl (ADDR 0: anywhere),\n"
 "                     register them, open an events file, then remap the range\n"
 "                     step by step (touch, MADV_DONTNEED, mprotect, mmap over,\n"
-"                     munmap) and print the events each step raises\n"
+"                     munmap) and print the events each step raises;\n"
+"                     --monitor: watch them instead (VAMR_IOC_WATCH, nothing\n"
+"                     pinned) and print the generation counter after each step\n"
 "  mr-query KEY       look KEY (an lkey) up among the MRs with VA semantics of\n"
 "                     the calling process (VAMR_IOC_MR_QUERY)\n"
 "  va-mr [status|on|off]\n"
@@ -202,6 +206,8 @@ static int cmd_caps(int argc, char **argv)
 #ifdef VAMR_FEATURE_DEVICES
 		{ VAMR_FEATURE_DEVICES, "devices" },
 #endif
+		{ VAMR_FEATURE_WATCH, "watch" },
+		{ VAMR_FEATURE_EVENTS_RING, "events_ring" },
 	};
 	struct vamr_query q = { 0 };
 	char modver[64];
@@ -316,6 +322,7 @@ static int drain_events(int efd, int wait_ms, uint64_t *total, uint64_t *lost)
 {
 	struct pollfd p = { .fd = efd, .events = POLLIN };
 	struct vamr_event ev[16];
+	uint32_t k;
 	ssize_t n;
 	int i;
 
@@ -341,11 +348,14 @@ static int drain_events(int efd, int wait_ms, uint64_t *total, uint64_t *lost)
 				*lost += ev[i].len;
 				continue;
 			}
-			printf("  event gen=%" PRIu64 " kind=%s addr=0x%" PRIx64 " len=%" PRIu64
-			       " handle=%u cookie=0x%" PRIx64 "\n",
+			k = ev[i].kind & ~VAMR_EVENT_WATCH;
+			printf("  event gen=%" PRIu64 " kind=%s%s addr=0x%" PRIx64 " len=%" PRIu64
+			       " %s=%u cookie=0x%" PRIx64 "\n",
 			       (uint64_t)ev[i].generation,
-			       ev[i].kind < VAMR_EVENT_COUNT ? kind_names[ev[i].kind] : "unknown",
-			       (uint64_t)ev[i].addr, (uint64_t)ev[i].len, ev[i].handle,
+			       ev[i].kind & VAMR_EVENT_WATCH ? "watch:" : "",
+			       k < VAMR_EVENT_COUNT ? kind_names[k] : "unknown",
+			       (uint64_t)ev[i].addr, (uint64_t)ev[i].len,
+			       ev[i].kind & VAMR_EVENT_WATCH ? "slot" : "handle", ev[i].handle,
 			       (uint64_t)ev[i].cookie);
 			(*total)++;
 		}
@@ -357,12 +367,19 @@ static int cmd_watch(int argc, char **argv)
 	long psize = sysconf(_SC_PAGESIZE);
 	struct vamr_events_open eo = { .flags = VAMR_EVENTS_NONBLOCK | VAMR_EVENTS_CLOEXEC };
 	struct vamr_register r = { 0 };
+	struct vamr_watch w = { 0 };
 	struct vamr_stats st = { 0 };
 	uint64_t addr, len, pages, total = 0, lost = 0;
+	const uint64_t *gens = MAP_FAILED;
 	char *buf = MAP_FAILED;
-	int fd, flags, step = 0, ret = 1;
+	int fd, flags, step = 0, ret = 1, monitor = 0;
 	uint64_t i;
 
+	if (argc > 1 && !strcmp(argv[1], "--monitor")) {
+		monitor = 1;
+		argc--;
+		argv++;
+	}
 	if (argc != 3)
 		return usage_error("%s", "watch: needs ADDR and LEN (ADDR 0: anywhere)");
 	if (parse_u64(argv[1], &addr) || addr % psize)
@@ -387,22 +404,50 @@ static int cmd_watch(int argc, char **argv)
 	}
 	if (do_ioctl(fd, VAMR_IOC_EVENTS_OPEN, &eo, "VAMR_IOC_EVENTS_OPEN"))
 		goto out;
+	if (monitor) {
+		/* Monitor mode: a watch pins nothing; its counter is in a read-only page. */
+		gens = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, fd, 0);
+		if (gens == MAP_FAILED) {
+			error_msg("mmap of the generation counters", errno,
+				  errno == ENODEV ? "vamr without monitor mode?" : NULL);
+			goto out;
+		}
+		w.addr = (uintptr_t)buf;
+		w.len = len;
+		w.cookie = 0x7661;
+		if (do_ioctl(fd, VAMR_IOC_WATCH, &w, "VAMR_IOC_WATCH"))
+			goto out;
+		printf("watch: 0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " pages), slot %u, cookie 0x%"
+		       PRIx64 ", events fd %d, generation %" PRIu64 " (monitor mode: nothing pinned)\n",
+		       (uint64_t)w.addr, (uint64_t)(w.addr + len), pages, w.slot,
+		       (uint64_t)w.cookie, eo.fd, (uint64_t)w.generation);
+	}
 	r.addr = (uintptr_t)buf;
 	r.len = len;
 	r.cookie = 0x7661;
 	r.access = VAMR_ACCESS_READ | VAMR_ACCESS_WRITE;
-	if (ioctl(fd, VAMR_IOC_REGISTER, &r)) {
+	if (monitor) {
+		/* no region */
+	} else if (ioctl(fd, VAMR_IOC_REGISTER, &r)) {
 		error_msg("VAMR_IOC_REGISTER", errno,
 			  errno == ENOMEM ? "RLIMIT_MEMLOCK (ulimit -l) too small for LEN?" : NULL);
 		goto out;
 	}
-	printf("watch: 0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " pages), handle %u, cookie 0x%" PRIx64
-	       ", events fd %d\n", (uint64_t)r.addr, (uint64_t)(r.addr + len), pages, r.handle,
-	       (uint64_t)r.cookie, eo.fd);
+	if (!monitor)
+		printf("watch: 0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " pages), handle %u, cookie 0x%"
+		       PRIx64 ", events fd %d\n", (uint64_t)r.addr, (uint64_t)(r.addr + len), pages,
+		       r.handle, (uint64_t)r.cookie, eo.fd);
 
 #define STEP(desc) do { printf("step %d: %s\n", ++step, desc); fflush(stdout); } while (0)
-#define EVENTS() do { if (drain_events(eo.fd, 200, &total, &lost)) goto out; fflush(stdout); } while (0)
-	STEP("register");
+#define EVENTS() do { \
+		if (drain_events(eo.fd, 200, &total, &lost)) \
+			goto out; \
+		if (monitor) \
+			printf("  generation %" PRIu64 "\n", \
+			       __atomic_load_n(&gens[w.slot], __ATOMIC_ACQUIRE)); \
+		fflush(stdout); \
+	} while (0)
+	STEP(monitor ? "watch" : "register");
 	EVENTS();
 	STEP("write every page");
 	for (i = 0; i < pages; i++)
@@ -426,7 +471,7 @@ static int cmd_watch(int argc, char **argv)
 		EVENTS();
 	}
 	st.handle = r.handle;
-	if (!ioctl(fd, VAMR_IOC_STATS, &st))
+	if (!monitor && !ioctl(fd, VAMR_IOC_STATS, &st))
 		printf("region: generation %" PRIu64 ", pages_pinned %" PRIu64 "\n",
 		       (uint64_t)st.generation, (uint64_t)st.counters.pages_pinned);
 	STEP("munmap the range");
@@ -438,6 +483,8 @@ static int cmd_watch(int argc, char **argv)
 out:
 	if (buf != MAP_FAILED)
 		munmap(buf, len);
+	if (gens != MAP_FAILED)
+		munmap((void *)gens, VAMR_WATCH_MAP_LEN);
 	close(fd);
 	return ret;
 }

@@ -15,7 +15,7 @@
 #include <linux/types.h>
 
 /* ABI version reported by VAMR_IOC_QUERY; bumped on incompatible change. */
-#define VAMR_ABI_VERSION 3
+#define VAMR_ABI_VERSION 4
 
 /* ioctl type byte; unassigned in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define VAMR_IOCTL_TYPE 0xBB
@@ -56,11 +56,19 @@ struct vamr_query {
 #define VAMR_FEATURE_MR_QUERY (1ULL << 4)
 /* VAMR_IOC_DEVICE: the RDMA devices that offer VA MRs, before registering. */
 #define VAMR_FEATURE_DEVICES (1ULL << 5)
+/*
+ * Monitor mode: VAMR_IOC_WATCH, VAMR_IOC_UNWATCH, VAMR_IOC_WATCH_SYNC and the
+ * read-only generation counters mapped with mmap() on the /dev/vamr file.
+ */
+#define VAMR_FEATURE_WATCH (1ULL << 6)
+/* VAMR_IOC_EVENTS_OPEN_EX: events with a configurable ring size. */
+#define VAMR_FEATURE_EVENTS_RING (1ULL << 7)
 
 /* Mask of every feature bit this header defines. */
 #define VAMR_FEATURES_KNOWN \
 	(VAMR_FEATURE_REGIONS | VAMR_FEATURE_ATOMICS | VAMR_FEATURE_PREFETCH | \
-	 VAMR_FEATURE_EVENTS | VAMR_FEATURE_MR_QUERY | VAMR_FEATURE_DEVICES)
+	 VAMR_FEATURE_EVENTS | VAMR_FEATURE_MR_QUERY | VAMR_FEATURE_DEVICES | \
+	 VAMR_FEATURE_WATCH | VAMR_FEATURE_EVENTS_RING)
 
 /*
  * MR access flag of the uverbs extension: ask ibv_reg_mr() for an MR with
@@ -262,17 +270,28 @@ struct vamr_counters {
 
 /* struct vamr_event.kind of the record that reports lost records. */
 #define VAMR_EVENT_OVERFLOW 0xffffu
+/*
+ * struct vamr_event.kind of a monitor-mode record (a watch, not a region):
+ * VAMR_EVENT_WATCH | enum vamr_event_kind (VAMR_EVENT_UNMAP, VAMR_EVENT_CLEAR,
+ * VAMR_EVENT_RELEASE or VAMR_EVENT_MIGRATE; see VAMR_IOC_WATCH).
+ */
+#define VAMR_EVENT_WATCH 0x10000u
 
 /**
  * struct vamr_event - one record read from an events file
- * @addr: first byte of the region that was invalidated (inside the region).
+ * @addr: first byte of the region (or watch) that was invalidated (inside
+ *        the registered range).
  * @len: bytes invalidated from addr; for VAMR_EVENT_OVERFLOW, the number of
- *       records lost because the queue was full (drop every cached entry).
- * @cookie: the cookie given to VAMR_IOC_REGISTER (0 for OVERFLOW).
+ *       records lost because the queue was full (drop every cached entry, or
+ *       with watches recheck every generation counter: they stay exact).
+ * @cookie: the cookie given to VAMR_IOC_REGISTER or VAMR_IOC_WATCH (0 for
+ *          OVERFLOW).
  * @generation: the file's record counter: 1 for the first record, +1 for
  *              every record, delivered or lost.
- * @handle: the region (0 for OVERFLOW).
- * @kind: enum vamr_event_kind, or VAMR_EVENT_OVERFLOW.
+ * @handle: the region, or the watch's slot for VAMR_EVENT_WATCH records
+ *          (0 for OVERFLOW).
+ * @kind: enum vamr_event_kind; VAMR_EVENT_WATCH | enum vamr_event_kind for
+ *        a watch; or VAMR_EVENT_OVERFLOW.
  *
  * One record is queued for every invalidation that overlaps a region of the
  * /dev/vamr file, whatever the region's pins, so that a user-space
@@ -302,6 +321,105 @@ struct vamr_event {
 struct vamr_events_open {
 	__u32 flags;
 	__s32 fd;
+};
+
+/* Records of an events ring: default and largest size. */
+#define VAMR_EVENTS_RING_DEFAULT 512
+#define VAMR_EVENTS_RING_MAX 65536
+
+/**
+ * struct vamr_events_open_ex - argument of VAMR_IOC_EVENTS_OPEN_EX
+ * @flags: in: VAMR_EVENTS_*.
+ * @fd: out: a new events file descriptor, as for VAMR_IOC_EVENTS_OPEN.
+ * @ring: in: 0 to keep the ring as it is, or its new size in records,
+ *        1..VAMR_EVENTS_RING_MAX; out: the ring's size now.
+ * @reserved: in: must be 0.
+ *
+ * VAMR_IOC_EVENTS_OPEN with a ring size. The ring belongs to the /dev/vamr
+ * file (every events file of it reads the same ring; it starts with
+ * VAMR_EVENTS_RING_DEFAULT records). Resizing keeps the queued records, the
+ * oldest first; those that do not fit count as lost (one VAMR_EVENT_OVERFLOW
+ * record reports them). The ring's memory is charged to the caller's memory
+ * cgroup.
+ * Errors: EINVAL (flags, reserved, @ring above VAMR_EVENTS_RING_MAX), EPERM
+ * (another address space), EMFILE, ENOMEM.
+ */
+struct vamr_events_open_ex {
+	__u32 flags;
+	__s32 fd;
+	__u32 ring;
+	__u32 reserved;
+};
+
+/* Most watches on one /dev/vamr file; slots are 0..VAMR_WATCH_MAX-1. */
+#define VAMR_WATCH_MAX 4096
+/*
+ * Bytes of the generation counters: one __u64 per slot, at byte offset
+ * slot * 8 of the mapping that mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ,
+ * MAP_SHARED, fd, 0) of the /dev/vamr file returns. The mapping is
+ * read-only: PROT_WRITE fails with EACCES, and mprotect() cannot add it.
+ * Errors of mmap(): EACCES (writable), EINVAL (offset or length past
+ * VAMR_WATCH_MAP_LEN rounded up to the page size), EPERM (another address
+ * space), ENOMEM.
+ */
+#define VAMR_WATCH_MAP_LEN (VAMR_WATCH_MAX * 8)
+
+/**
+ * struct vamr_watch - argument of VAMR_IOC_WATCH
+ * @addr: in: first byte of the range to watch, any alignment.
+ * @len: in: bytes, > 0; addr + len must not overflow nor pass TASK_SIZE.
+ * @cookie: in: opaque value of the caller, reported in the watch's events.
+ * @flags: in: must be 0.
+ * @slot: out: the watch's slot: its generation counter is the slot-th __u64
+ *        of the counter mapping, and UNWATCH and WATCH_SYNC take it.
+ * @generation: out: the counter's value once every invalidation of the
+ *              range that had begun is complete (as VAMR_IOC_WATCH_SYNC).
+ *
+ * Monitor mode: watches [addr, addr + len) of the caller's address space
+ * without pinning anything and without a locked-memory charge (works with
+ * RLIMIT_MEMLOCK 0). Whenever the mapping under the range changes, before
+ * the page tables change, the watch's generation counter grows and one
+ * VAMR_EVENT_WATCH record is queued on the file's events ring. "The mapping
+ * changes" means an invalidation of kind VAMR_EVENT_UNMAP (munmap, mremap,
+ * mmap MAP_FIXED over it), VAMR_EVENT_CLEAR (MADV_DONTNEED, hole punch,
+ * truncate, COW, swap-out, migration, THP collapse, KSM merge),
+ * VAMR_EVENT_MIGRATE (device memory) or VAMR_EVENT_RELEASE (exit): the
+ * events after which the page at an address may be another one. Protection
+ * changes (mprotect, fork's write protection, soft-dirty, device-exclusive)
+ * keep the page and are not reported. Faulting memory in is no change.
+ * Counters never decrease and survive UNWATCH (which bumps the counter once
+ * more), so a slot reused by a later watch never shows a value a cache saw
+ * for an earlier one.
+ * Errors: EINVAL (len 0, overflow, flags), EFAULT (range beyond TASK_SIZE or
+ * bad argument pointer), ENOSPC (VAMR_WATCH_MAX watches on this file), EPERM
+ * (caller's mm is not the opener's), ENOMEM, EINTR (fatal signal).
+ */
+struct vamr_watch {
+	__u64 addr;
+	__u64 len;
+	__u64 cookie;
+	__u32 flags;
+	__u32 slot;
+	__u64 generation;
+};
+
+/**
+ * struct vamr_watch_sync - argument of VAMR_IOC_WATCH_SYNC
+ * @slot: in: a slot returned by VAMR_IOC_WATCH on this file.
+ * @flags: in: must be 0.
+ * @generation: out: the watch's counter once every invalidation of its
+ *              range that had begun is complete.
+ *
+ * Read the counter this way, not from the mapping, before (re)registering
+ * an MR over the range: an invalidation that has bumped the counter may
+ * still be changing the page tables, and an MR registered meanwhile could
+ * pin the old pages under the new value.
+ * Errors: ENOENT (no such watch), EINVAL (flags), EPERM (other mm), EINTR.
+ */
+struct vamr_watch_sync {
+	__u32 slot;
+	__u32 flags;
+	__u64 generation;
 };
 
 /**
@@ -395,5 +513,10 @@ struct vamr_stats {
 #define VAMR_IOC_EVENTS_OPEN _IOWR(VAMR_IOCTL_TYPE, 0x07, struct vamr_events_open)
 #define VAMR_IOC_MR_QUERY _IOWR(VAMR_IOCTL_TYPE, 0x08, struct vamr_mr_query)
 #define VAMR_IOC_DEVICE _IOWR(VAMR_IOCTL_TYPE, 0x09, struct vamr_device_info)
+#define VAMR_IOC_EVENTS_OPEN_EX _IOWR(VAMR_IOCTL_TYPE, 0x07, struct vamr_events_open_ex)
+#define VAMR_IOC_WATCH _IOWR(VAMR_IOCTL_TYPE, 0x0a, struct vamr_watch)
+/* VAMR_IOC_UNWATCH: handle is the slot. Errors: ENOENT, EINVAL (flags), EPERM. */
+#define VAMR_IOC_UNWATCH _IOW(VAMR_IOCTL_TYPE, 0x0b, struct vamr_handle_arg)
+#define VAMR_IOC_WATCH_SYNC _IOWR(VAMR_IOCTL_TYPE, 0x0c, struct vamr_watch_sync)
 
 #endif /* _UAPI_MISC_VAMR_H */

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Monitor mode: watches over VA ranges that pin nothing, with generation counters a process
+//! maps read-only.
+//!
+//! A [`Watch`] is an `mmu_interval_notifier` over a byte range of the opener's address space.
+//! When the mapping under the range changes ([`counts`]), its invalidate callback bumps the
+//! watch's `u64` counter in the file's [`Generations`] pages, then queues a
+//! `VAMR_EVENT_WATCH` record on the file's events ring. User space maps the pages read-only
+//! (`mmap` of `/dev/vamr`, see `device.rs`) and checks a cached MR with one load.
+//!
+//! Which invalidations count. A registration cache of *normal* (pinned) MRs must drop an MR
+//! when the page at an address of it may no longer be the page the MR pinned. kdreg2 (the
+//! libfabric cache monitor) and the 2009 ummunotify proposal report every invalidation of the
+//! range, whatever its reason (mmu notifiers had no event kinds in 2009; kdreg2's
+//! `invalidate_range_end` does not look at `range->event`). Since kernel 4.19 the event kind
+//! tells more: `UNMAP`, `CLEAR` (MADV_DONTNEED, COW, swap-out, migration, THP collapse, KSM),
+//! `MIGRATE` (device memory) and `RELEASE` can leave another page (or none) at the address, so
+//! they count. `PROTECTION_VMA` (mprotect), `PROTECTION_PAGE` (fork's COW set-up, KSM's
+//! write-protect step), `SOFT_DIRTY` and `EXCLUSIVE` keep the page mapped where it was, so an
+//! MR over it stays right; reporting them (as kdreg2 does) only costs a re-registration, and
+//! after mprotect(PROT_READ) a re-registration with write access would even fail. A page a
+//! long-term pin holds is not replaced without one of the counted events (KSM and fork leave
+//! pinned pages alone; a migration is a `CLEAR` first).
+//!
+//! Nothing of vamr causes events: a watch pins nothing and faults nothing in.
+
+use crate::events::EventQueue;
+use crate::notifier::{
+    impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
+};
+use crate::uapi;
+use core::ffi::c_void;
+use kernel::bindings;
+use kernel::mm::Mm;
+use kernel::new_spinlock;
+use kernel::page::{Page, PAGE_SIZE};
+use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Full};
+use kernel::sync::{aref::ARef, Arc, SpinLock};
+
+// Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
+#[allow(improper_ctypes)]
+extern "C" {
+    fn vamr_page_address(page: *mut bindings::page) -> *mut c_void;
+    fn vamr_fatal_signal_pending() -> bool;
+    fn vamr_task_size() -> usize;
+}
+
+/// Pages of the generation counters (one `u64` per slot, [`uapi::WATCH_MAX`] slots).
+pub(crate) const GEN_PAGES: usize = uapi::WATCH_MAP_LEN.div_ceil(PAGE_SIZE);
+
+/// Counters per page.
+const PER_PAGE: usize = PAGE_SIZE / 8;
+
+/// Whether an invalidation of kind `event` changes the mapping for monitor mode (see the module
+/// documentation for the choice and its sources).
+pub(crate) fn counts(event: Event) -> bool {
+    matches!(
+        event,
+        Event::Unmap | Event::Clear | Event::Migrate | Event::Release
+    )
+}
+
+/// The generation counters of one `/dev/vamr` file: [`GEN_PAGES`] zeroed pages, mapped
+/// read-only into the opener's address space and written only by the kernel.
+///
+/// # Invariants
+///
+/// `addrs[i]` is the kernel address (`page_address`) of `pages[i]`, a lowmem page owned by
+/// `pages` for the life of `self`, and `addrs.len() == pages.len() == GEN_PAGES`.
+pub(crate) struct Generations {
+    pages: KVec<Page>,
+    addrs: KVec<usize>,
+}
+
+impl Generations {
+    /// Allocates zeroed counter pages, charged to the caller's memory cgroup. Errors: `ENOMEM`.
+    /// May sleep.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        let mut pages = KVec::with_capacity(GEN_PAGES, GFP_KERNEL)?;
+        let mut addrs = KVec::with_capacity(GEN_PAGES, GFP_KERNEL)?;
+        for _ in 0..GEN_PAGES {
+            // No __GFP_HIGHMEM: the page has a permanent kernel address.
+            let page = Page::alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO)?;
+            // SAFETY: `page` is a valid, allocated lowmem page.
+            let addr = unsafe { vamr_page_address(page.as_ptr()) } as usize;
+            pages.push(page, GFP_KERNEL)?;
+            addrs.push(addr, GFP_KERNEL)?;
+        }
+        // INVARIANT: every page has its address at the same index.
+        Ok(Arc::new(Generations { pages, addrs }, GFP_KERNEL)?)
+    }
+
+    /// The counter of `slot` (< [`uapi::WATCH_MAX`], else panics on the index).
+    fn counter(&self, slot: usize) -> &Atomic<u64> {
+        let base = self.addrs[slot / PER_PAGE];
+        let ptr = (base + (slot % PER_PAGE) * 8) as *mut u64;
+        // SAFETY: `ptr` is 8-byte aligned inside a page that `self` owns (type invariant), so
+        // valid for `&self`'s lifetime; the page is only accessed atomically by the kernel (user
+        // space maps it read-only).
+        unsafe { Atomic::from_ptr(ptr) }
+    }
+
+    /// The counter of `slot` now (acquire).
+    pub(crate) fn load(&self, slot: usize) -> u64 {
+        self.counter(slot).load(Acquire)
+    }
+
+    /// Adds one to the counter of `slot`, fully ordered: the new value is visible before any
+    /// later store of this CPU (the page-table change that follows the invalidate callback).
+    /// Any context.
+    pub(crate) fn bump(&self, slot: usize) {
+        self.counter(slot).fetch_add(1u64, Full);
+    }
+
+    /// The page at `index` (< [`GEN_PAGES`]).
+    pub(crate) fn page(&self, index: usize) -> Option<&Page> {
+        self.pages.get(index)
+    }
+}
+
+/// One watch: an interval notifier over `[start, end)` that bumps counter `index` of `gens` and
+/// queues records on `events`.
+///
+/// # Invariants
+///
+/// `notifier` is inserted over `[start, end)` from [`Watch::new`] until drop; `index` (the slot) is
+/// below [`uapi::WATCH_MAX`] and belongs to this watch in its file's table while it lives.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Watch {
+    #[pin]
+    notifier: IntervalNotifier<Watch>,
+    /// Orders `set_seq` and the counter bump (invalidate) against [`Watch::sync`]'s read.
+    /// Lock rules: a spinlock taken in the invalidate callback; held only around `set_seq`, the
+    /// bump, and the read in `sync`; no other lock is taken under it.
+    #[pin]
+    seq_lock: SpinLock<()>,
+    start: usize,
+    end: usize,
+    cookie: u64,
+    index: usize,
+    gens: Arc<Generations>,
+    events: Arc<EventQueue>,
+}
+
+impl_has_interval_notifier! {
+    impl HasIntervalNotifier for Watch { self.notifier }
+}
+
+impl Watch {
+    /// Creates a watch over `[addr, addr + len)` of `mm` in slot `index` and inserts its
+    /// notifier.
+    ///
+    /// Errors: `EINVAL` (len 0 or overflow), `EFAULT` (past `TASK_SIZE`), `ENOMEM`. Process
+    /// context, may sleep; takes `mmap_lock` for writing if `mm` has no notifier yet, so the
+    /// caller must not hold a lock that the mmap path takes.
+    pub(crate) fn new(
+        mm: &Mm,
+        addr: usize,
+        len: usize,
+        cookie: u64,
+        index: usize,
+        gens: Arc<Generations>,
+        events: Arc<EventQueue>,
+    ) -> Result<Arc<Watch>> {
+        let end = addr.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: no preconditions.
+        if end > unsafe { vamr_task_size() } {
+            return Err(EFAULT);
+        }
+        if index >= uapi::WATCH_MAX {
+            return Err(ENOSPC);
+        }
+        let watch = Arc::pin_init(
+            pin_init!(Watch {
+                notifier <- IntervalNotifier::new(ARef::from(mm)),
+                seq_lock <- new_spinlock!((), "vamr_watch_seq"),
+                start: addr,
+                end,
+                cookie,
+                index,
+                gens,
+                events,
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `notifier` is the `HasIntervalNotifier` field of `watch`, pinned in the `Arc`;
+        // the drop of `Watch` removes it before the memory goes.
+        unsafe { watch.notifier.insert(addr, len)? };
+        // INVARIANT: inserted over `[start, end)` until drop.
+        Ok(watch)
+    }
+
+    /// The slot (its index in the file's watch table and in the counters).
+    pub(crate) fn slot(&self) -> usize {
+        self.index
+    }
+
+    /// The counter once every invalidation of the range that had begun is complete: waits for
+    /// running invalidations (`mmu_interval_read_begin`), reads the counter, and retries if
+    /// another invalidation began meanwhile. Errors: `EINTR` on a fatal signal between retries.
+    /// Process context, sleeps; must not be called with `seq_lock` held.
+    pub(crate) fn sync(&self) -> Result<u64> {
+        loop {
+            let seq = self.notifier.read_begin();
+            {
+                let _guard = self.seq_lock.lock();
+                let generation = self.gens.load(self.index);
+                // `set_seq` precedes the bump under `seq_lock`: a bump seen above means a
+                // retry here.
+                if !self.notifier.read_retry(seq) {
+                    return Ok(generation);
+                }
+            }
+            // SAFETY: no preconditions.
+            if unsafe { vamr_fatal_signal_pending() } {
+                return Err(EINTR);
+            }
+        }
+    }
+}
+
+impl InvalidateHandler for Watch {
+    /// Bumps the counter and queues a record when the event [`counts`]. Never sleeps or
+    /// allocates; never refuses.
+    fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
+        let event = range.event();
+        let counted = counts(event);
+        {
+            let _guard = self.seq_lock.lock();
+            seq.set_seq();
+            if counted {
+                self.gens.bump(self.index);
+            }
+        }
+        if counted {
+            let start = range.start().max(self.start);
+            let end = range.end().min(self.end);
+            self.events.push(uapi::Event {
+                addr: start as u64,
+                len: end.saturating_sub(start) as u64,
+                cookie: self.cookie,
+                generation: 0,
+                // Below `WATCH_MAX` (type invariant).
+                handle: self.index as u32,
+                kind: uapi::EVENT_WATCH | event.index() as u32,
+            });
+        }
+        true
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Watch {
+    /// Removes the notifier (waits for running callbacks), then bumps the counter once more, so
+    /// that a later watch in the same slot never shows a value seen for this one. Sleeps.
+    fn drop(self: Pin<&mut Self>) {
+        self.notifier.remove();
+        self.gens.bump(self.index);
+    }
+}
+
+#[kunit_tests(vamr_kunit_watch)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_changes_count_protection_changes_do_not() {
+        for e in [Event::Unmap, Event::Clear, Event::Migrate, Event::Release] {
+            assert!(counts(e));
+        }
+        for e in [
+            Event::ProtectionVma,
+            Event::ProtectionPage,
+            Event::SoftDirty,
+            Event::Exclusive,
+        ] {
+            assert!(!counts(e));
+        }
+    }
+
+    #[test]
+    fn counters_start_at_zero_grow_and_are_separate() {
+        let g = Generations::new().unwrap();
+        assert_eq!(g.pages.len(), GEN_PAGES);
+        for slot in [0, 1, PER_PAGE - 1, PER_PAGE, uapi::WATCH_MAX - 1] {
+            assert_eq!(g.load(slot), 0);
+        }
+        g.bump(PER_PAGE);
+        g.bump(PER_PAGE);
+        g.bump(uapi::WATCH_MAX - 1);
+        assert_eq!(g.load(PER_PAGE), 2);
+        assert_eq!(g.load(PER_PAGE - 1), 0);
+        assert_eq!(g.load(PER_PAGE + 1), 0);
+        assert_eq!(g.load(uapi::WATCH_MAX - 1), 1);
+    }
+}
