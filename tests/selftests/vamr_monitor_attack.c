@@ -1,0 +1,768 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Monitor mode under attack by an unprivileged user: the counter mapping
+ * at every offset and length, moved by mremap, grown, inherited by fork,
+ * kept after close; ranges that wrap, cover the whole address space or end
+ * past TASK_SIZE; watch/unwatch/sync from many threads against
+ * invalidations, with the counters read from the mapping never going down;
+ * a ring resized while a reader blocks on it; and a watcher that exits
+ * while another process holds its events file and its /dev/vamr file
+ * (SCM_RIGHTS). Every test checks errnos, counter values and records.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "vamr_lib.h"
+
+#define PAGE 4096ul
+#define COOKIE 0xa77ac000u
+#define MAP_PAGES (VAMR_WATCH_MAP_LEN / PAGE)
+
+static int watch(int fd, const void *a, uint64_t len, uint64_t cookie, uint32_t *slot,
+		 uint64_t *gen)
+{
+	struct vamr_watch w = { .addr = (uintptr_t)a, .len = len, .cookie = cookie };
+	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH, &w);
+
+	if (!ret) {
+		if (slot)
+			*slot = w.slot;
+		if (gen)
+			*gen = w.generation;
+	}
+	return ret;
+}
+
+static int unwatch(int fd, uint32_t slot)
+{
+	struct vamr_handle_arg a = { .handle = slot };
+
+	return vamr_ioctl(fd, VAMR_IOC_UNWATCH, &a);
+}
+
+static int64_t watch_sync(int fd, uint32_t slot)
+{
+	struct vamr_watch_sync s = { .slot = slot };
+	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH_SYNC, &s);
+
+	return ret ? ret : (int64_t)s.generation;
+}
+
+static int events_open_ex(int fd, uint32_t flags, uint32_t ring, uint32_t *size)
+{
+	struct vamr_events_open_ex o = { .flags = flags | VAMR_EVENTS_CLOEXEC, .ring = ring };
+	int ret = vamr_ioctl(fd, VAMR_IOC_EVENTS_OPEN_EX, &o);
+
+	if (!ret && size)
+		*size = o.ring;
+	return ret ? ret : o.fd;
+}
+
+static int drain(int efd, struct vamr_event *ev, int max)
+{
+	int n = 0;
+
+	while (n < max) {
+		ssize_t r = read(efd, ev + n, (max - n) * sizeof(*ev));
+
+		if (r < 0)
+			return errno == EAGAIN ? n : -errno;
+		n += r / sizeof(*ev);
+	}
+	return n;
+}
+
+static uint8_t *anon(size_t len)
+{
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	for (size_t i = 0; i < len; i += PAGE)
+		p[i] = (uint8_t)(i / PAGE + 1);
+	return p;
+}
+
+static sigjmp_buf segv_jmp;
+
+static void on_segv(int sig __attribute__((unused)))
+{
+	siglongjmp(segv_jmp, 1);
+}
+
+/* 1 if reading *p faults (SIGSEGV or SIGBUS), 0 if it reads (the value in *val). */
+static int faults(const volatile uint64_t *p, uint64_t *val)
+{
+	struct sigaction sa = { .sa_handler = on_segv }, old, oldbus;
+	int ret = 0;
+
+	sigaction(SIGSEGV, &sa, &old);
+	sigaction(SIGBUS, &sa, &oldbus);
+	if (sigsetjmp(segv_jmp, 1))
+		ret = 1;
+	else
+		*val = *p;
+	sigaction(SIGSEGV, &old, NULL);
+	sigaction(SIGBUS, &oldbus, NULL);
+	return ret;
+}
+
+FIXTURE(atk)
+{
+	int fd;
+};
+
+FIXTURE_SETUP(atk)
+{
+	self->fd = vamr_open();
+	if (self->fd == -ENOENT)
+		SKIP(return, "/dev/vamr not present");
+	ASSERT_LE(0, self->fd);
+}
+
+FIXTURE_TEARDOWN(atk)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/*
+ * Every offset and length inside the counters maps, and shows the same bytes
+ * as the whole mapping at that offset; one page past them, a length that runs
+ * past them, a writable shared mapping and a later mprotect(PROT_WRITE) (also
+ * of a private mapping) are refused.
+ */
+TEST_F(atk, mmap_offsets_lengths_and_protections)
+{
+	const volatile uint64_t *all, *part;
+	uint8_t *a = anon(PAGE);
+	uint32_t slot;
+	void *p;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(8ul, MAP_PAGES);
+	/* PER_PAGE + 1 watches: slot 512 is the first of the second page. */
+	for (uint32_t i = 0; i <= PAGE / 8; i++) {
+		ASSERT_EQ(0, watch(self->fd, a, PAGE, i, &slot, NULL));
+		ASSERT_EQ(i, slot);
+	}
+	/* UNWATCH bumps the slot's counter once. */
+	ASSERT_EQ(0, unwatch(self->fd, PAGE / 8));
+	ASSERT_EQ(0, unwatch(self->fd, 3));
+	all = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, all);
+	EXPECT_EQ(1u, all[PAGE / 8]);
+	EXPECT_EQ(1u, all[3]);
+	EXPECT_EQ(0u, all[2]);
+	for (unsigned long off = 0; off < MAP_PAGES; off++) {
+		for (unsigned long len = 1; off + len <= MAP_PAGES; len++) {
+			part = mmap(NULL, len * PAGE, PROT_READ, MAP_SHARED, self->fd, off * PAGE);
+			ASSERT_NE(MAP_FAILED, part) TH_LOG("offset %lu pages %lu", off, len);
+			for (unsigned long i = 0; i < len * PAGE / 8; i += 1)
+				ASSERT_EQ(all[off * PAGE / 8 + i], part[i]);
+			ASSERT_EQ(0, munmap((void *)part, len * PAGE));
+		}
+		/* Running one page past the counters. */
+		p = mmap(NULL, (MAP_PAGES - off + 1) * PAGE, PROT_READ, MAP_SHARED, self->fd,
+			 off * PAGE);
+		EXPECT_EQ(MAP_FAILED, p);
+		EXPECT_EQ(EINVAL, errno);
+	}
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, MAP_PAGES * PAGE);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EINVAL, errno);
+	/* A huge offset (pgoff + pages would wrap). */
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, (off_t)0x7ffffffffffff000ll);
+	EXPECT_EQ(MAP_FAILED, p);
+	/* Writable, shared or private; and made writable later. */
+	p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, self->fd, 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EACCES, errno);
+	p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, self->fd, 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EACCES, errno);
+	p = mmap(NULL, PAGE, PROT_READ, MAP_PRIVATE, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(-1, mprotect(p, PAGE, PROT_READ | PROT_WRITE));
+	EXPECT_EQ(EACCES, errno);
+	EXPECT_EQ(0, munmap(p, PAGE));
+	EXPECT_EQ(-1, mprotect((void *)all, PAGE, PROT_WRITE));
+	EXPECT_EQ(EACCES, errno);
+	/* The counters did not move through all of that. */
+	EXPECT_EQ(1u, all[PAGE / 8]);
+	EXPECT_EQ(0u, all[PAGE / 8 - 1]);
+	munmap((void *)all, VAMR_WATCH_MAP_LEN);
+	munmap(a, PAGE);
+}
+
+/*
+ * mremap moves the counters (the old address faults, the new one follows the
+ * counter); it cannot grow them, and a fork's child does not inherit them
+ * (the address faults there) nor can it map them from the inherited file.
+ */
+TEST_F(atk, mremap_grow_and_fork_of_the_mapping)
+{
+	uint8_t *a = anon(2 * PAGE);
+	const volatile uint64_t *g, *moved;
+	uint64_t gen, v;
+	uint32_t slot;
+	void *hole;
+	pid_t pid;
+	int status;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, watch(self->fd, a, 2 * PAGE, COOKIE, &slot, &gen));
+	g = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	/* Growing: VM_DONTEXPAND. */
+	EXPECT_EQ(MAP_FAILED, mremap((void *)g, VAMR_WATCH_MAP_LEN, 2 * VAMR_WATCH_MAP_LEN,
+				     MREMAP_MAYMOVE));
+	EXPECT_EQ(EFAULT, errno);
+	hole = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, hole);
+	moved = mremap((void *)g, VAMR_WATCH_MAP_LEN, VAMR_WATCH_MAP_LEN,
+		       MREMAP_MAYMOVE | MREMAP_FIXED, hole);
+	ASSERT_EQ(hole, moved);
+	EXPECT_EQ(1, faults(g, &v));
+	EXPECT_EQ(0, faults(&moved[slot], &v));
+	EXPECT_EQ(gen, v);
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	EXPECT_EQ(gen + 1, moved[slot]);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* VM_DONTCOPY: no counters here, and the parent's file is not ours. */
+		if (!faults(&moved[slot], &v))
+			_exit(1);
+		if (mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0) != MAP_FAILED ||
+		    errno != EPERM)
+			_exit(2);
+		/* The child's own invalidation of the range is not the parent's. */
+		if (madvise(a, 2 * PAGE, MADV_DONTNEED))
+			_exit(3);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* fork write-protected the parent's pages (not counted); the child's exit neither. */
+	EXPECT_EQ(gen + 1, (uint64_t)watch_sync(self->fd, slot));
+	EXPECT_EQ(gen + 1, moved[slot]);
+	munmap((void *)moved, VAMR_WATCH_MAP_LEN);
+	munmap(a, 2 * PAGE);
+}
+
+/*
+ * The kernel's other ways into the counter pages: a write through
+ * /proc/self/mem (FOLL_FORCE) is refused and changes nothing, and
+ * MADV_DONTNEED of the mapping does not leave a zero page behind (a read
+ * faults rather than showing a stale 0); a new mapping shows the counter.
+ */
+TEST_F(atk, proc_mem_write_and_dontneed_of_the_counters)
+{
+	const volatile uint64_t *g;
+	uint64_t gen, v = 0xdeadbeef;
+	uint8_t *a = anon(PAGE);
+	uint32_t slot;
+	int mem;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, watch(self->fd, a, PAGE, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	ASSERT_EQ(gen + 1, g[slot]);
+	mem = open("/proc/self/mem", O_RDWR);
+	ASSERT_LE(0, mem);
+	EXPECT_EQ(-1, pwrite(mem, &v, sizeof(v), (off_t)(uintptr_t)&g[slot]));
+	EXPECT_EQ(gen + 1, g[slot]);
+	/* Reading through /proc/self/mem works and sees the counter. */
+	EXPECT_EQ((ssize_t)sizeof(v), pread(mem, &v, sizeof(v), (off_t)(uintptr_t)&g[slot]));
+	EXPECT_EQ(gen + 1, v);
+	close(mem);
+	ASSERT_EQ(0, madvise((void *)g, PAGE, MADV_DONTNEED));
+	v = 12345;
+	EXPECT_EQ(1, faults(&g[slot], &v)) TH_LOG("read %llu after MADV_DONTNEED",
+						  (unsigned long long)v);
+	munmap((void *)g, PAGE);
+	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	EXPECT_EQ(gen + 1, g[slot]);
+	munmap((void *)g, PAGE);
+	munmap(a, PAGE);
+}
+
+/*
+ * The counters stay out of fork()'s children: MADV_DOFORK, which would clear
+ * VM_DONTCOPY, is refused (VM_DONTEXPAND and VM_MIXEDMAP are VM_SPECIAL), so
+ * a child still faults at the address and the parent's counter is intact.
+ */
+TEST_F(atk, madv_dofork_of_the_counters_is_refused)
+{
+	const volatile uint64_t *g;
+	uint8_t *a = anon(PAGE);
+	uint64_t gen, v;
+	uint32_t slot;
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, watch(self->fd, a, PAGE, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	EXPECT_EQ(-1, madvise((void *)g, PAGE, MADV_DOFORK));
+	EXPECT_EQ(EINVAL, errno);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(faults(&g[slot], &v) ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_EQ(gen + 1, g[slot]);
+	munmap((void *)g, PAGE);
+	munmap(a, PAGE);
+}
+
+/*
+ * The counter mapping holds the file: close() of the last descriptor keeps
+ * the watches running (the mapping still shows the bumps, the events file
+ * still gets the records); munmap of the counters then releases the file, the
+ * watches end (no more records), and the events file reads what was queued.
+ */
+TEST_F(atk, mapping_and_events_file_outlive_the_descriptor)
+{
+	uint8_t *a = anon(4 * PAGE);
+	const volatile uint64_t *g;
+	struct vamr_event ev[8];
+	uint64_t gen;
+	uint32_t slot;
+	int efd;
+
+	ASSERT_NE(NULL, a);
+	efd = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
+	ASSERT_LE(0, efd);
+	ASSERT_EQ(0, watch(self->fd, a, 4 * PAGE, COOKIE, &slot, &gen));
+	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	EXPECT_EQ(gen + 1, g[slot]);
+	ASSERT_EQ(0, munmap((void *)g, PAGE));
+	/* The file is gone: its watches too. */
+	ASSERT_EQ(0, munmap(a + 2 * PAGE, PAGE));
+	ASSERT_EQ(1, drain(efd, ev, 8));
+	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, ev[0].kind);
+	EXPECT_EQ((uintptr_t)a, ev[0].addr);
+	EXPECT_EQ(PAGE, ev[0].len);
+	EXPECT_EQ(COOKIE, ev[0].cookie);
+	EXPECT_EQ(0, drain(efd, ev, 8));
+	close(efd);
+	munmap(a, 4 * PAGE);
+}
+
+/*
+ * Ranges: wrapping and empty ranges are EINVAL, past TASK_SIZE is EFAULT; one
+ * watch may cover the whole user address space, and then counts each munmap
+ * of the process exactly once with the munmapped bytes as its range.
+ */
+TEST_F(atk, wrapping_huge_and_whole_address_space)
+{
+	/* x86_64 TASK_SIZE with 4-level, else 5-level, paging. */
+	uint64_t task_size = 0x7ffffffff000ull;
+	const volatile uint64_t *g;
+	struct vamr_event ev[8];
+	uint64_t gen;
+	uint32_t slot;
+	uint8_t *a;
+	int efd;
+
+	if (!watch(self->fd, (void *)task_size, 1, 0, &slot, NULL)) {
+		ASSERT_EQ(0, unwatch(self->fd, slot));
+		task_size = 0xfffffffffff000ull;
+	}
+	TH_LOG("TASK_SIZE %#llx", (unsigned long long)task_size);
+	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)~0ul, 2, 0, NULL, NULL));
+	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)PAGE, ~0ull, 0, NULL, NULL));
+	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)PAGE, 0, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, watch(self->fd, NULL, task_size + 1, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, watch(self->fd, (void *)(task_size - 1), 2, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, watch(self->fd, (void *)(1ull << 63), PAGE, 0, NULL, NULL));
+	ASSERT_EQ(0, watch(self->fd, (void *)(task_size - 1), 1, 0, &slot, NULL));
+	ASSERT_EQ(0, unwatch(self->fd, slot));
+
+	efd = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
+	ASSERT_LE(0, efd);
+	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	a = anon(3 * PAGE);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, watch(self->fd, NULL, task_size, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, drain(efd, ev, 8));
+	ASSERT_EQ(0, munmap(a + PAGE, 2 * PAGE));
+	EXPECT_EQ(gen + 1, g[slot]);
+	ASSERT_EQ(1, drain(efd, ev, 8));
+	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_UNMAP, ev[0].kind);
+	EXPECT_EQ((uintptr_t)(a + PAGE), ev[0].addr);
+	EXPECT_EQ(2 * PAGE, ev[0].len);
+	EXPECT_EQ(slot, ev[0].handle);
+	EXPECT_EQ(gen + 1, (uint64_t)watch_sync(self->fd, slot));
+	ASSERT_EQ(0, unwatch(self->fd, slot));
+	EXPECT_EQ(gen + 2, g[slot]);
+	munmap(a, PAGE);
+	munmap((void *)g, PAGE);
+	close(efd);
+}
+
+/*
+ * UNWATCH then WATCH in the same slot, a thousand times, with invalidations
+ * in between: the slot's counter never goes down and a new watch never starts
+ * at a value a previous watch of the slot returned.
+ */
+TEST_F(atk, slot_reuse_never_repeats_a_generation)
+{
+	const volatile uint64_t *g;
+	uint8_t *a = anon(PAGE);
+	uint64_t gen, last = 0;
+	uint32_t slot;
+
+	ASSERT_NE(NULL, a);
+	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, g);
+	for (int i = 0; i < 1000; i++) {
+		ASSERT_EQ(0, watch(self->fd, a, PAGE, i, &slot, &gen));
+		ASSERT_EQ(0u, slot);
+		if (i)
+			ASSERT_LT(last, gen);
+		if (i % 3 == 0) {
+			a[0] = 1;
+			ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+			ASSERT_EQ(gen + 1, g[0]);
+		}
+		last = (uint64_t)watch_sync(self->fd, 0);
+		ASSERT_EQ(0, unwatch(self->fd, 0));
+		ASSERT_LT(last, g[0]);
+	}
+	/* 1000 unwatches and 334 invalidations. */
+	EXPECT_EQ(1334u, g[0]);
+	munmap((void *)g, PAGE);
+	munmap(a, PAGE);
+}
+
+#define THREADS 4
+#define RUN_MS 1500
+
+struct race {
+	int fd;
+	uint8_t *a;
+	const volatile uint64_t *g;
+	atomic_int stop;
+	atomic_long ops, bad_errno, went_down;
+	atomic_int last_bad;
+};
+
+/* Errnos a racing thread may see: no such watch (another thread took it), full, closed. */
+static void check_errno(struct race *r, int ret)
+{
+	if (ret && ret != -ENOENT && ret != -ENOSPC && ret != -EBADF) {
+		atomic_fetch_add(&r->bad_errno, 1);
+		atomic_store(&r->last_bad, ret);
+	}
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *watcher(void *arg)
+{
+	struct race *r = arg;
+	uint32_t slot;
+	uint64_t gen;
+	int64_t s;
+
+	while (!atomic_load(&r->stop)) {
+		int ret = watch(r->fd, r->a + (rand() % 8) * PAGE, PAGE * (1 + rand() % 4), 1, &slot,
+				&gen);
+
+		if (ret) {
+			check_errno(r, ret);
+			continue;
+		}
+		s = watch_sync(r->fd, slot);
+		if (s < 0)
+			check_errno(r, (int)s);
+		if (s >= 0 && (uint64_t)s < gen)
+			atomic_fetch_add(&r->went_down, 1);
+		/* Another thread may have taken it already: ENOENT. */
+		ret = unwatch(r->fd, (rand() & 1) ? slot : (uint32_t)(rand() % 64));
+		check_errno(r, ret);
+		atomic_fetch_add(&r->ops, 1);
+	}
+	return NULL;
+}
+
+static void *invalidator(void *arg)
+{
+	struct race *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		int p = rand() % 12;
+
+		r->a[p * PAGE] = 1;
+		madvise(r->a + p * PAGE, PAGE, MADV_DONTNEED);
+	}
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	struct race *r = arg;
+	uint64_t last[64] = { 0 };
+
+	while (!atomic_load(&r->stop)) {
+		for (int i = 0; i < 64; i++) {
+			uint64_t v = r->g[i];
+
+			if (v < last[i])
+				atomic_fetch_add(&r->went_down, 1);
+			last[i] = v;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Watchers, an invalidator and a counter reader race; then the file is closed
+ * under them. Only the documented errnos come back, and no counter is ever
+ * seen to go down. After the races a fresh file still works.
+ */
+TEST_F(atk, threads_race_watch_unwatch_sync_invalidate_and_close)
+{
+	struct race r = { .fd = self->fd };
+	pthread_t t[THREADS + 2];
+	uint64_t gen;
+	uint32_t slot;
+	long end;
+
+	r.a = anon(12 * PAGE);
+	ASSERT_NE(NULL, r.a);
+	r.g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, r.g);
+	for (int i = 0; i < THREADS; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, watcher, &r));
+	ASSERT_EQ(0, pthread_create(&t[THREADS], NULL, invalidator, &r));
+	ASSERT_EQ(0, pthread_create(&t[THREADS + 1], NULL, reader, &r));
+	end = now_ms() + RUN_MS;
+	while (now_ms() < end)
+		usleep(10000);
+	/* Close the descriptor under the watchers (the mapping keeps the file). */
+	close(self->fd);
+	self->fd = -1;
+	usleep(200000);
+	atomic_store(&r.stop, 1);
+	for (int i = 0; i < THREADS + 2; i++)
+		pthread_join(t[i], NULL);
+	TH_LOG("%ld watch/sync/unwatch rounds", (long)r.ops);
+	EXPECT_LT(100, r.ops);
+	EXPECT_EQ(0, r.bad_errno) TH_LOG("last errno %d", -r.last_bad);
+	EXPECT_EQ(0, r.went_down);
+	munmap((void *)r.g, PAGE);
+	self->fd = vamr_open();
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, watch(self->fd, r.a, PAGE, 0, &slot, &gen));
+	EXPECT_EQ(0u, slot);
+	EXPECT_EQ(0u, gen);
+	munmap(r.a, 12 * PAGE);
+}
+
+struct blocked {
+	int efd;
+	ssize_t got;
+	int err;
+	struct vamr_event ev[4];
+};
+
+static void *blocking_reader(void *arg)
+{
+	struct blocked *b = arg;
+
+	b->got = read(b->efd, b->ev, sizeof(b->ev));
+	b->err = b->got < 0 ? errno : 0;
+	return NULL;
+}
+
+/*
+ * A reader blocks on an empty ring; the ring is shrunk to one record and
+ * grown back under it; the next invalidation wakes it with exactly that
+ * record. Resizing to a size below the queued records keeps the oldest and
+ * reports the rest as lost.
+ */
+TEST_F(atk, ring_resize_under_a_blocked_reader)
+{
+	struct blocked b = { 0 };
+	struct vamr_event ev[8];
+	uint8_t *a = anon(4 * PAGE);
+	uint32_t size, slot;
+	pthread_t t;
+	int efd2;
+
+	ASSERT_NE(NULL, a);
+	b.efd = events_open_ex(self->fd, 0, 0, &size);
+	ASSERT_LE(0, b.efd);
+	EXPECT_EQ(VAMR_EVENTS_RING_DEFAULT + 0u, size);
+	ASSERT_EQ(0, watch(self->fd, a, 4 * PAGE, COOKIE, &slot, NULL));
+	ASSERT_EQ(0, pthread_create(&t, NULL, blocking_reader, &b));
+	usleep(100000);
+	efd2 = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
+	ASSERT_LE(0, efd2);
+	EXPECT_EQ(1u, size);
+	close(efd2);
+	efd2 = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 2, &size);
+	ASSERT_LE(0, efd2);
+	EXPECT_EQ(2u, size);
+	usleep(100000);
+	EXPECT_EQ(0, b.got); /* still blocked */
+	ASSERT_EQ(0, madvise(a + PAGE, PAGE, MADV_DONTNEED));
+	pthread_join(t, NULL);
+	ASSERT_EQ((ssize_t)sizeof(ev[0]), b.got) TH_LOG("errno %d", b.err);
+	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, b.ev[0].kind);
+	EXPECT_EQ((uintptr_t)(a + PAGE), b.ev[0].addr);
+	EXPECT_EQ(COOKIE, b.ev[0].cookie);
+
+	/* Three records into a ring of two, then shrink to one. */
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, madvise(a + i * PAGE, PAGE, MADV_DONTNEED));
+	close(efd2);
+	efd2 = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
+	ASSERT_LE(0, efd2);
+	ASSERT_EQ(2, drain(efd2, ev, 8));
+	EXPECT_EQ((uintptr_t)a, ev[0].addr);
+	EXPECT_EQ(VAMR_EVENT_OVERFLOW, ev[1].kind);
+	EXPECT_EQ(0, drain(efd2, ev, 8));
+	close(efd2);
+	close(b.efd);
+	munmap(a, 4 * PAGE);
+}
+
+static int send_fds(int sock, int fd1, int fd2)
+{
+	char buf[CMSG_SPACE(2 * sizeof(int))] = { 0 };
+	char byte = 'x';
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
+			    .msg_controllen = sizeof(buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	memcpy(CMSG_DATA(c), (int[]){ fd1, fd2 }, 2 * sizeof(int));
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fds(int sock, int *fd1, int *fd2)
+{
+	char buf[CMSG_SPACE(2 * sizeof(int))];
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
+			    .msg_controllen = sizeof(buf) };
+	struct cmsghdr *c;
+	int fds[2];
+
+	if (recvmsg(sock, &m, 0) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(fds, CMSG_DATA(c), sizeof(fds));
+	*fd1 = fds[0];
+	*fd2 = fds[1];
+	return 0;
+}
+
+/*
+ * A child opens /dev/vamr, watches a written range, passes its /dev/vamr and
+ * events descriptors to the parent (SCM_RIGHTS) and exits. The parent reads
+ * the exit's two records for the watch (RELEASE, then UNMAP), gets EPERM
+ * from the child's file (another, dead, address space), cannot map its
+ * counters, and closes it without harm; the events file then stays empty.
+ */
+TEST_F(atk, watcher_exits_while_another_process_holds_its_files)
+{
+	struct vamr_watch_sync sy = { .slot = 0 };
+	struct vamr_event ev[8];
+	int sv[2], cfd, cefd, status, ret;
+	struct pollfd pfd;
+	pid_t pid;
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		uint8_t *a = anon(8 * PAGE);
+		int fd = vamr_open(), efd;
+		uint32_t slot;
+
+		if (!a || fd < 0)
+			_exit(1);
+		efd = events_open_ex(fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
+		if (efd < 0 || watch(fd, a + 100, 8 * PAGE - 200, COOKIE, &slot, NULL) || slot)
+			_exit(2);
+		if (send_fds(sv[1], fd, efd))
+			_exit(3);
+		_exit(0);
+	}
+	close(sv[1]);
+	ASSERT_EQ(0, recv_fds(sv[0], &cfd, &cefd));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	pfd = (struct pollfd){ .fd = cefd, .events = POLLIN };
+	ASSERT_EQ(1, poll(&pfd, 1, 2000));
+	ret = drain(cefd, ev, 8);
+	for (int i = 0; i < ret; i++)
+		TH_LOG("record %d: kind %#x addr %#llx len %llu slot %u cookie %#llx", i, ev[i].kind,
+		       (unsigned long long)ev[i].addr, (unsigned long long)ev[i].len, ev[i].handle,
+		       (unsigned long long)ev[i].cookie);
+	/* exit_mmap(): mmu_notifier_release(), then the unmap of every VMA. */
+	ASSERT_EQ(2, ret);
+	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_RELEASE, ev[0].kind);
+	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_UNMAP, ev[1].kind);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(COOKIE, ev[i].cookie);
+		EXPECT_EQ(0u, ev[i].handle);
+		EXPECT_EQ(8 * PAGE - 200, ev[i].len);
+		EXPECT_EQ(100u, ev[i].addr % PAGE);
+	}
+	EXPECT_EQ(-EPERM, vamr_ioctl(cfd, VAMR_IOC_WATCH_SYNC, &sy));
+	EXPECT_EQ(-EPERM, watch(cfd, &sy, 8, 0, NULL, NULL));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, PAGE, PROT_READ, MAP_SHARED, cfd, 0));
+	EXPECT_EQ(EPERM, errno);
+	EXPECT_EQ(-EPERM, events_open_ex(cfd, 0, 4, NULL));
+	close(cfd);
+	EXPECT_EQ(0, drain(cefd, ev, 8));
+	close(cefd);
+	close(sv[0]);
+}
+
+TEST_HARNESS_MAIN
