@@ -274,7 +274,7 @@ TEST_F(atk, mremap_grow_and_fork_of_the_mapping)
  */
 TEST_F(atk, proc_mem_write_and_dontneed_of_the_counters)
 {
-	const volatile uint64_t *g;
+	const volatile uint64_t *g, *p;
 	uint64_t gen, v = 0xdeadbeef;
 	uint8_t *a = anon(PAGE);
 	uint32_t slot;
@@ -293,6 +293,19 @@ TEST_F(atk, proc_mem_write_and_dontneed_of_the_counters)
 	/* Reading through /proc/self/mem works and sees the counter. */
 	EXPECT_EQ((ssize_t)sizeof(v), pread(mem, &v, sizeof(v), (off_t)(uintptr_t)&g[slot]));
 	EXPECT_EQ(gen + 1, v);
+	/*
+	 * A private read-only mapping: a forced write would COW it into a
+	 * private copy that no longer follows the counter.
+	 */
+	p = mmap(NULL, PAGE, PROT_READ, MAP_PRIVATE, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	v = 0xdeadbeef;
+	EXPECT_EQ(-1, pwrite(mem, &v, sizeof(v), (off_t)(uintptr_t)&p[slot]));
+	EXPECT_EQ(gen + 1, p[slot]);
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	EXPECT_EQ(gen + 2, p[slot]);
+	gen++;
+	munmap((void *)p, PAGE);
 	close(mem);
 	ASSERT_EQ(0, madvise((void *)g, PAGE, MADV_DONTNEED));
 	v = 12345;
