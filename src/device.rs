@@ -146,11 +146,13 @@ impl MiscDevice for VamrFile {
     /// `EPERM` (another address space), `ENOMEM`.
     fn mmap(me: Pin<&VamrFile>, _file: &File, vma: &VmaNew) -> Result {
         me.check_mm()?;
-        if vma.writable() {
+        // Counters are data to load: neither writable nor executable, now or after mprotect.
+        if vma.writable() || vma.executable() {
             return Err(EACCES);
         }
-        // Cannot fail: the mapping is not writable.
+        // Cannot fail: the mapping is neither writable nor executable.
         vma.try_clear_maywrite()?;
+        vma.try_clear_mayexec()?;
         let pages = (vma.end() - vma.start()) / PAGE_SIZE;
         // SAFETY: `vma` is a valid VMA being set up; `vm_pgoff` is a plain field set by mmap.
         let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff };
@@ -260,16 +262,23 @@ impl VamrFile {
             return Err(EINVAL);
         }
         self.check_mm()?;
-        let live = {
+        let slot = req.handle as usize;
+        let watch = {
             let mut watches = self.watches.lock();
-            match watches.slots.get_mut(req.handle as usize) {
-                Some(slot @ WatchSlot::Live(_)) => core::mem::replace(slot, WatchSlot::Free),
+            match watches.slots.get_mut(slot) {
+                Some(s @ WatchSlot::Live(_)) => match core::mem::replace(s, WatchSlot::Reserved) {
+                    WatchSlot::Live(w) => w,
+                    _ => return Err(ENOENT),
+                },
                 _ => return Err(ENOENT),
             }
         };
-        // The notifier removal sleeps: outside the table lock. A `VAMR_IOC_WATCH_SYNC` running
-        // on the watch holds the last reference and removes it when it returns.
-        drop(live);
+        // The slot stays reserved until the watch has ended (the notifier removal sleeps:
+        // outside the table lock), even if a `VAMR_IOC_WATCH_SYNC` on it still holds a
+        // reference: so no later watch of the slot sees a bump or a record of this one.
+        watch.stop();
+        self.watches.lock().slots[slot] = WatchSlot::Free;
+        drop(watch);
         Ok(0)
     }
 

@@ -333,15 +333,17 @@ impl<H> IntervalNotifier<H> {
     }
 
     /// Removes the subscription. On return no `invalidate` call runs or will run. No-op when not
-    /// inserted. Process context, may sleep (waits for running invalidations); must not be
+    /// inserted (any more); returns whether this call removed it. Process context, may sleep (waits for running invalidations); must not be
     /// called from `invalidate` itself.
-    pub(crate) fn remove(&self) {
+    pub(crate) fn remove(&self) -> bool {
         // INVARIANT: the exchange clears `inserted` and makes this call the one removal.
         if self.inserted.xchg(false, Full) {
             // SAFETY: `inner` was inserted (type invariant) and the exchange makes this the only
             // removal.
             unsafe { bindings::mmu_interval_notifier_remove(self.inner.get()) };
+            return true;
         }
+        false
     }
 
     /// `mmu_interval_read_begin()`: starts a read-side critical section; waits (sleeps) for a

@@ -254,13 +254,24 @@ impl InvalidateHandler for Watch {
     }
 }
 
+impl Watch {
+    /// Ends the watch: removes the notifier (waits for running callbacks), then bumps the
+    /// counter once more, so that a later watch in the same slot never shows a value seen for
+    /// this one. Idempotent: only the call that removed the notifier bumps, so once it returned
+    /// nothing of this watch touches the slot again (`VAMR_IOC_UNWATCH` frees the slot only
+    /// then, even if a `VAMR_IOC_WATCH_SYNC` still holds a reference). Sleeps.
+    pub(crate) fn stop(&self) {
+        if self.notifier.remove() {
+            self.gens.bump(self.index);
+        }
+    }
+}
+
 #[pinned_drop]
 impl PinnedDrop for Watch {
-    /// Removes the notifier (waits for running callbacks), then bumps the counter once more, so
-    /// that a later watch in the same slot never shows a value seen for this one. Sleeps.
+    /// Ends the watch if `VAMR_IOC_UNWATCH` did not (see [`Watch::stop`]). Sleeps.
     fn drop(self: Pin<&mut Self>) {
-        self.notifier.remove();
-        self.gens.bump(self.index);
+        self.stop();
     }
 }
 

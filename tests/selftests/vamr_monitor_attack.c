@@ -202,6 +202,12 @@ TEST_F(atk, mmap_offsets_lengths_and_protections)
 	EXPECT_EQ(0, munmap(p, PAGE));
 	EXPECT_EQ(-1, mprotect((void *)all, PAGE, PROT_WRITE));
 	EXPECT_EQ(EACCES, errno);
+	/* Executable: refused at mmap and by a later mprotect. */
+	p = mmap(NULL, PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, self->fd, 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EACCES, errno);
+	EXPECT_EQ(-1, mprotect((void *)all, PAGE, PROT_READ | PROT_EXEC));
+	EXPECT_EQ(EACCES, errno);
 	/* The counters did not move through all of that. */
 	EXPECT_EQ(1u, all[PAGE / 8]);
 	EXPECT_EQ(0u, all[PAGE / 8 - 1]);

@@ -357,8 +357,9 @@ struct vamr_events_open_ex {
  * Bytes of the generation counters: one __u64 per slot, at byte offset
  * slot * 8 of the mapping that mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ,
  * MAP_SHARED, fd, 0) of the /dev/vamr file returns. The mapping is
- * read-only: PROT_WRITE fails with EACCES, and mprotect() cannot add it.
- * Errors of mmap(): EACCES (writable), EINVAL (offset or length past
+ * read-only and not executable: PROT_WRITE or PROT_EXEC fails with EACCES,
+ * and mprotect() cannot add them.
+ * Errors of mmap(): EACCES (writable or executable), EINVAL (offset or length past
  * VAMR_WATCH_MAP_LEN rounded up to the page size), EPERM (another address
  * space), ENOMEM.
  */
