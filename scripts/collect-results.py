@@ -32,6 +32,15 @@ kmemleak_unloaded (kernel with kmemleak) and a faultinj section per program of
 the image), a section without a TAP plan, or a plan ("1..N", at every KTAP
 level) that does not match the number of results fails the run.
 
+Two-node run (--pair DIR, scripts/run-pair.sh with tests/pair/node-a.sh and
+node-b.sh): DIR/a and DIR/b hold each node's results.log and console.log.
+Expected there: the TAP sections setup_a and setup_b (each node's set-up
+steps) and, in node a's log, one TAP section per name of --pair-tests. They
+are checked like the guest's (plans, rc, missing or unexpected sections, end
+marker of both nodes, --pair-rc, clean kernel logs on both) and counted under
+"two-node"; "# vamr-mpi" and "# vamr-remote" lines become the MPI table and
+the cross-node remap table. LOGDIR "-" checks the two-node run only.
+
 Sanitizer run (scripts/test.sh --sanitize): KASAN and UBSAN reports and
 kmemleak's unreferenced objects in the console are problems like the above.
 Sections of kind "faultinj" ran under fault injection: their failing tests are
@@ -332,6 +341,123 @@ def sanitizer_summary(results, console, inj, expected_dumps, sanitizers):
     return "\n".join(out)
 
 
+MPI_HEADS = {"stock": "stock MRs", "va_mr": "VA MRs (va_mr=1)", "preload": "VA MRs (LD_PRELOAD)"}
+
+
+def mpi_table(results):
+    """The side-by-side table of tests/mpi/mpi_remap from node a's
+    "# vamr-mpi <mode> <iterations> <wrong iterations> <wrong bytes>
+    <registrations rank0/rank1> <seconds> <status>" lines, or None."""
+    cols = []
+    for line in results.splitlines():
+        m = re.match(r"^# vamr-mpi (\S+) (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)$", line.strip())
+        if m:
+            cols.append(m.groups())
+    if not cols:
+        return None
+    gid = re.search(r"^# UCX_IB_GID_INDEX=(\d+)", results, re.M)
+    sizes = re.search(r"^# stock: mpi_remap: rank 0 on \S+, (\d+) iterations of (\d+) MiB", results, re.M)
+
+    def cell(c):
+        mode, iters, wrong_it, wrong_b, reg, secs, status = c
+        if status != "ok":
+            return [status] * 4
+        return [f"{wrong_it} of {iters}", wrong_b, reg, secs]
+
+    rows = ["iterations with wrong bytes", "wrong bytes (of all received)",
+            "ibv_reg_mr calls rank 0/rank 1", "mpirun time (TCG)"]
+    cells = [cell(c) for c in cols]
+    heads = [MPI_HEADS.get(c[0], c[0]) for c in cols]
+    w = max(len(r) for r in rows) + 2
+    cw = [max(12, len(h) + 2) for h in heads]
+    out = ["", "Open MPI 4.1 + UCX 1.13 (PML ucx, rc_verbs, registration cache on), rank 0 on nodea,"
+           " rank 1 on nodeb" + (f", {sizes.group(1)} iterations of {sizes.group(2)} MiB" if sizes else "")
+           + (f", UCX_IB_GID_INDEX={gid.group(1)}" if gid else "") + ":",
+           f"{'':<{w}}" + "".join(f"{h:<{cw[i]}}" for i, h in enumerate(heads))]
+    for r, name in enumerate(rows):
+        out.append(f"{name:<{w}}" + "".join(f"{cells[i][r]:<{cw[i]}}" for i in range(len(cols))))
+    out.append("Buffers released and mapped again at the same address between iterations with raw")
+    out.append("syscalls (munmap+mmap MAP_FIXED, MADV_DONTNEED), which UCX's memory hooks do not see.")
+    return "\n".join(out) + "\n"
+
+
+def remote_table(results):
+    """The cross-node table of tests/pair/rdma_remote from node a's
+    "# vamr-remote <scenario> <mode> <op> <OUTCOME>" lines, or None."""
+    rows, modes = {}, []
+    for line in results.splitlines():
+        m = re.match(r"^# vamr-remote (\S+) (\S+) (\S+) (\S+)$", line.strip())
+        if m:
+            scenario, mode, op, outcome = m.groups()
+            rows.setdefault((scenario, op), {})[mode] = outcome
+            if mode not in modes:
+                modes.append(mode)
+    if not rows:
+        return None
+    heads = dict(MPI_HEADS, va="VA MRs (flag)")
+    w = max(len(f"{s} {o}") for s, o in rows) + 2
+    cw = {m: max(10, len(heads.get(m, m)) + 2) for m in modes}
+    out = ["", "RDMA across the nodes over a remapped MR (tests/pair/rdma_remote: MR on nodeb, requester on nodea):",
+           f"{'scenario':<{w}}" + "".join(f"{heads.get(m, m):<{cw[m]}}" for m in modes)]
+    for (scenario, op), by_mode in rows.items():
+        out.append(f"{scenario + ' ' + op:<{w}}" + "".join(f"{by_mode.get(m, '-'):<{cw[m]}}" for m in modes))
+    return "\n".join(out) + "\n"
+
+
+def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
+    """The two-node run: results of both nodes into counts["pair"], problems
+    into broken; returns node a's results text (for the tables)."""
+    expected = {("tap", "setup_a"), ("tap", "setup_b")} | {("tap", t) for t in tests}
+    seen = set()
+    texts = {}
+    for node in ("a", "b"):
+        try:
+            results = open(f"{pairdir}/{node}/results.log", errors="replace").read().replace("\r", "")
+        except FileNotFoundError:
+            results = ""
+        texts[node] = results
+        for kind, name, lines, rc in parse_sections(results):
+            if kind == "demo":
+                continue
+            if (kind, name) in seen:
+                broken.append(f"two-node section {kind} {name}: ran twice")
+            seen.add((kind, name))
+            if (kind, name) not in expected:
+                broken.append(f"two-node section {kind} {name}: not expected")
+            for p in plan_problems(lines, kind) if rc is not None else []:
+                broken.append(f"two-node section {kind} {name}: {p}")
+            res = tap_results(lines, kind)
+            if not res:
+                broken.append(f"two-node section {kind} {name}: no test results")
+            for status, test, why in res:
+                print(f"{status:4}  pair.{name}.{test}" + (f"  # {why}" if why else ""))
+                counts["pair"][status] += 1
+            if rc is None:
+                broken.append(f"two-node section {kind} {name}: cut off (guest died?)")
+            elif rc != 0:
+                broken.append(f"two-node section {kind} {name}: exit status {rc}")
+        if "### GUEST DONE" not in results:
+            broken.append(f"node {node} did not reach its end marker (crash or timeout)")
+        try:
+            console = open(f"{pairdir}/{node}/console.log", errors="replace").read()
+        except FileNotFoundError:
+            console = ""
+        n = 0
+        for line in console.splitlines():
+            if any(re.search(pat, line) for pat in patterns):
+                if n < 40:
+                    print(f"KERNEL  node {node}: {line.strip()}")
+                n += 1
+        if n:
+            broken.append(f"{n} kernel problem line(s) in node {node}'s console.log")
+    for kind, name in sorted(expected - seen):
+        broken.append(f"two-node section {kind} {name}: expected but missing (did not run)")
+    if pair_rc is not None and pair_rc != 0:
+        broken.append(f"the two-node run ended with status {pair_rc}"
+                      + (" (watchdog timeout)" if pair_rc == 124 else ""))
+    return texts["a"]
+
+
 def main():
     ap = argparse.ArgumentParser(description="Turn the guest's logs into one result per test.")
     ap.add_argument("logdir")
@@ -339,8 +465,15 @@ def main():
     ap.add_argument("--kconfig", default=None)
     ap.add_argument("--tests", default=None)
     ap.add_argument("--faultinj", default=None)
+    ap.add_argument("--pair", default=None)
+    ap.add_argument("--pair-tests", default="")
+    ap.add_argument("--pair-rc", type=int, default=None)
     args = ap.parse_args()
     logdir = args.logdir
+    # LOGDIR "-": the two-node run (--pair) only.
+    single = logdir != "-"
+    if not single and not args.pair:
+        sys.exit("collect-results.py: LOGDIR - needs --pair")
     try:
         results = open(f"{logdir}/results.log", errors="replace").read().replace("\r", "")
     except FileNotFoundError:
@@ -362,8 +495,10 @@ def main():
         expected |= {("tap", "kmemleak_loaded"), ("tap", "kmemleak_unloaded")}
     if args.faultinj:
         expected |= {("faultinj", p) for p in args.faultinj.replace(",", " ").split()}
+    if not single:
+        expected = set()
 
-    counts = {c: {"PASS": 0, "FAIL": 0, "SKIP": 0} for c in ("vamr", "baseline", "setup")}
+    counts = {c: {"PASS": 0, "FAIL": 0, "SKIP": 0} for c in ("vamr", "baseline", "pair", "setup")}
     broken = []
     seen = set()
     inj = {"PASS": 0, "FAIL": 0, "SKIP": 0}
@@ -403,7 +538,7 @@ def main():
     for kind, name in sorted(expected - seen):
         broken.append(f"section {kind} {name}: expected but missing (did not run)")
 
-    if "### GUEST DONE" not in results:
+    if single and "### GUEST DONE" not in results:
         broken.append("the guest did not reach its end marker (crash or timeout)")
     if args.guest_rc is not None and args.guest_rc != 0:
         broken.append(f"the guest run ended with status {args.guest_rc}"
@@ -441,6 +576,10 @@ def main():
         print(f"KERNEL  {p}")
     if problems:
         broken.append(f"{len(problems)} kernel problem line(s) in console.log")
+    pair_results = ""
+    if args.pair:
+        pair_results = check_pair(args.pair, args.pair_tests.replace(",", " ").split(), args.pair_rc,
+                                  counts, broken, KERNEL_PROBLEMS)
     if sum(c["PASS"] + c["FAIL"] for c in counts.values()) == 0:
         broken.append("no test ran")
     # Each of these is a failed check of the guest run as a whole.
@@ -448,16 +587,21 @@ def main():
         print(f"FAIL  guest: {b}")
         counts["setup"]["FAIL"] += 1
 
-    table = outcome_table(results)
-    if table:
-        print(table)
+    for table in (mpi_table(pair_results), remote_table(pair_results), outcome_table(results)):
+        if table:
+            print(table)
     summary = sanitizer_summary(results, console, inj, expected_dumps, sanitizers)
     if summary:
         print(summary)
     print()
     labels = {"vamr": "vamr", "baseline": "baseline (normal/ODP MRs, stock rxe)",
+              "pair": "two-node (Open MPI/UCX, rdma_remote, rping, perftest)",
               "setup": "setup (guest steps, run checks)"}
     for c, label in labels.items():
+        if c == "pair" and not args.pair:
+            continue
+        if c in ("vamr", "baseline") and not single:
+            continue
         n = counts[c]
         print(f"{label}: {n['PASS']} passed, {n['FAIL']} failed, {n['SKIP']} skipped")
     passed, failed, skipped = (sum(c[k] for c in counts.values()) for k in ("PASS", "FAIL", "SKIP"))

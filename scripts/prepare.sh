@@ -62,4 +62,8 @@ make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
 # libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs), installed in
 # the guest image as /usr/local/lib/libvamr-preload.so.
 make -s -C "$top/tools/preload" OUT="$VAMR_BUILD/tools" >&2
+# The two-node programs (scripts/run-pair.sh): the MPI program, built with
+# Debian's Open MPI, and rdma_remote (rdma_cm).
+make -s -C "$top/tests/mpi" OUT="$VAMR_BUILD/mpi" >&2
+make -s -C "$top/tests/pair" OUT="$VAMR_BUILD/pair" >&2
 echo "$kdir"

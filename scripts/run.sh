@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The main job: build everything (scripts/prepare.sh), boot the test kernel
-# under QEMU, load vamr and rdma_rxe, and run the demo programs of
-# examples/, printing what they print. Logs: build/logs/examples/.
+# The main job: build everything (scripts/prepare.sh); boot two node guests
+# joined by a private link (scripts/run-pair.sh) and run an MPI program across
+# them with Open MPI and UCX, with stock MRs and with VA MRs, printing the
+# table side by side (logs: build/logs/pair-run/); then boot the one-node
+# test guest, load vamr and rdma_rxe, and run the demo programs of examples/,
+# printing what they print (logs: build/logs/examples/).
 #
 # usage: run.sh [examples|bench]   (bench: scripts/bench.sh, on the
 #                                   benchmark kernel)
@@ -20,6 +23,21 @@ bench) exec "$here/bench.sh" ;;
 *) die "usage: run.sh [examples|bench]" ;;
 esac
 kdir=$("$here/prepare.sh")
+
+# Two nodes first: Open MPI + UCX across them, stock MRs and VA MRs side by
+# side (tests/pair/node-a.sh, section mpi_remap; Documentation/two-nodes.rst).
+pairlog="$VAMR_BUILD/logs/pair-run"
+pair_tests="pair_link mpi_remap"
+pair_rc=0
+VAMR_PAIR_TESTS=$pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-900} \
+	"$here/run-pair.sh" "$kdir" "$pairlog" ". $top/tests/pair/node-a.sh" ". $top/tests/pair/node-b.sh" ||
+	pair_rc=$?
+mpi_rc=0
+"$here/collect-results.py" - --pair "$pairlog" --pair-tests "$pair_tests" --pair-rc "$pair_rc" \
+	>"$pairlog/summary.txt" || mpi_rc=$?
+grep -v -e '^PASS  ' -e '^SKIP  ' -e '^setup (' -e '^two-node (' "$pairlog/summary.txt"
+[ "$mpi_rc" = 0 ] || log "the two-node MPI run failed; see $pairlog/summary.txt and $pairlog/{a,b}"
+
 logdir="$VAMR_BUILD/logs/$what"
 mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/notests"
 "$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-$what.cpio.gz" \
@@ -35,3 +53,4 @@ awk '/^### BEGIN demo/ { on = 1; print "== " $4; next }
      on { print }
      END { exit bad }' <(tr -d '\r' <"$logdir/results.log") || { log "the demo failed; see $logdir"; exit 1; }
 [ "$guest_rc" = 0 ] || { log "guest run ended with status $guest_rc; see $logdir/console.log"; exit 1; }
+[ "$mpi_rc" = 0 ] || exit 1

@@ -5,7 +5,14 @@
 # kernel, the module and the guest image, and fetch the kernel source.
 #
 # - Debian packages (build tools, libclang-19, rdma-core user space, busybox,
-#   dkms for the packaging checks of scripts/host-checks.sh).
+#   dkms for the packaging checks of scripts/host-checks.sh), and the user
+#   space the node guests of scripts/run-pair.sh run from the host's root:
+#   Open MPI (openmpi-bin, libopenmpi-dev), UCX (libucx0, ucx-utils),
+#   libfabric-bin, python3-pyverbs, rdmacm-utils (rping), librdmacm-dev,
+#   openssh-server/-client (mpirun starts the remote rank over ssh). All from
+#   bookworm. virtme-ng is not installed: Debian has it only in sid, where it
+#   would pull sid's libc; run-pair.sh boots the host's root over 9p the way
+#   virtme-ng does instead.
 # - qemu-system-x86 from bookworm-backports (apt preference priority 100).
 # - trixie-backports and sid, pinned at priority 1 so nothing installed is
 #   ever upgraded from them; used only to `apt-get download linux-source-7.3`.
@@ -92,14 +99,27 @@ install_debs() {
 	local pkgs=(build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 		libclang-19-dev rdma-core libibverbs-dev ibverbs-utils
 		ibverbs-providers perftest iproute2 busybox-static python3 xz-utils
-		pahole dkms)
+		pahole dkms
+		openmpi-bin libopenmpi-dev libucx0 ucx-utils libfabric-bin python3-pyverbs
+		rdmacm-utils librdmacm-dev openssh-server openssh-client)
 	local missing=()
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
 		log "installing: ${missing[*]}"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+		# The guests start their own sshd; the host's package must not start
+		# one (policy-rc.d "101": no service starts during this install).
+		local policy=/usr/sbin/policy-rc.d own_policy=0
+		if [ ! -e "$policy" ]; then
+			printf '#!/bin/sh\nexit 101\n' >"$policy"
+			chmod 0755 "$policy"
+			own_policy=1
+		fi
+		local rc=0
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+		[ "$own_policy" = 0 ] || rm -f "$policy"
+		[ "$rc" = 0 ] || die "apt-get install failed"
 	fi
 	if ! command -v qemu-system-x86_64 >/dev/null; then
 		log "installing qemu-system-x86 from bookworm-backports"

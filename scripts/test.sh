@@ -10,6 +10,10 @@
 # dkms build and install against the test kernel tree, make install, all into
 # scratch directories) run; their results are the section "host" (host.*).
 # Logs: build/logs/test/{console,results,qemu,host-checks}.log
+# Then the two-node tests (scripts/run-pair.sh, tests/pair/node-a.sh and
+# node-b.sh; Documentation/two-nodes.rst): section "two-node" (pair.*), logs in
+# build/logs/pair/{a,b}/. VAMR_PAIR_TESTS selects their sections (default: all),
+# VAMR_PAIR_BREAK=1 inverts the stock-MR expectation (the run must fail).
 #
 # usage: test.sh [--sanitize]
 #   --sanitize  the sanitizer run instead (Documentation/build-and-test.rst):
@@ -49,11 +53,18 @@ if [ "$sanitize" = 0 ]; then
 	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 	cat "$logdir/host.tap" >>"$logdir/results.log"
+	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
+	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
+	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}
+	pair_rc=0
+	VAMR_PAIR_TESTS=$pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-1200} \
+		"$here/run-pair.sh" "$kdir" "$VAMR_BUILD/logs/pair" \
+		". $top/tests/pair/node-a.sh" ". $top/tests/pair/node-b.sh" || pair_rc=$?
 	# Expected sections: the selftests' programs, shell tests (TEST_PROGS)
-	# included, and the host checks.
+	# included, the host checks, and the two-node sections.
 	tests="$(make -s -C "$top/tests/selftests" list) host"
 	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
-		--tests "$tests"
+		--tests "$tests" --pair "$VAMR_BUILD/logs/pair" --pair-tests "$pair_tests" --pair-rc "$pair_rc"
 fi
 
 # The sanitizer run.

@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: GPL-2.0
+# Node a of the two-node tests (scripts/run-pair.sh; sourced by
+# scripts/guest/node-init with scripts/guest/node-lib.sh). Node b serves; this
+# node drives everything, starting what must run on node b over ssh.
+#
+# Sections (results.log of node a):
+#   demo gid_table_a        port 1's GID table of rxe0
+#   tap  pair_link          the link: only eth0, no route out, ssh and the
+#                           RoCE v2 GID index found the same on both nodes
+#   tap  mpi_remap          tests/mpi/mpi_remap under Open MPI's mpirun over
+#                           ssh, PML ucx, once per MR mode ("# vamr-mpi" lines:
+#                           the table of scripts/collect-results.py)
+#   tap  rdma_remote        tests/pair/rdma_remote: rdma_va's remap scenarios
+#                           with the MR on node b and the requester on node a
+#   tap  rping              rping over rdma_cm, data validated (-V)
+#   tap  perftest           ib_write_bw over rdma_cm (-R): completes; its
+#                           bandwidth figures mean nothing under TCG
+#
+# VAMR_PAIR_TESTS (space-separated, default all of the above but the table)
+# selects sections; VAMR_PAIR_BREAK=1 inverts the expectation of the stock
+# mode (run-pair break check: the suite must fail).
+
+# MR modes, data-driven: name, what makes it available, how it is set up.
+# stock:   the patched rdma_rxe with va_mr=0 (normal MRs)
+# va_mr:   system-wide VA MRs, /sys/module/rdma_rxe/parameters/va_mr=1
+# preload: per process, LD_PRELOAD=$VAMR_BUILD/tools/libvamr-preload.so
+VA_PARAM=/sys/module/rdma_rxe/parameters/va_mr
+PRELOAD_LIB=$VAMR_BUILD/tools/libvamr-preload.so
+MODES=${VAMR_PAIR_MODES:-stock va_mr preload}
+
+ssh_b() { ssh -o ConnectTimeout=30 "$VAMR_NODE_b" "$@"; }
+
+# mode_available MODE: status 0 if this build can run MODE, else prints why.
+mode_available() {
+	case "$1" in
+	stock) return 0 ;;
+	va_mr)
+		[ -e "$VA_PARAM" ] && return 0
+		echo "rdma_rxe has no va_mr parameter ($VA_PARAM) in this build"
+		return 1
+		;;
+	preload)
+		[ -f "$PRELOAD_LIB" ] && return 0
+		echo "no preload library $PRELOAD_LIB in this build"
+		return 1
+		;;
+	esac
+	echo "unknown mode $1"
+	return 1
+}
+
+# set_va_mr VALUE: the va_mr parameter on both nodes (when there is one).
+set_va_mr() {
+	[ -e "$VA_PARAM" ] || return 0
+	echo "$1" >"$VA_PARAM" && ssh_b "echo $1 >$VA_PARAM"
+}
+
+# mode_env MODE: the mpirun -x arguments of MODE.
+mode_env() {
+	case "$1" in
+	preload) echo "-x LD_PRELOAD=$PRELOAD_LIB" ;;
+	esac
+}
+
+# expect MODE: what the MPI run must show: "wrong" (some iteration received
+# wrong bytes) or "right" (every byte of every iteration right).
+expect() {
+	if [ "$1" = stock ]; then
+		[ "${VAMR_PAIR_BREAK:-0}" = 1 ] && echo right || echo wrong
+	else
+		echo right
+	fi
+}
+
+GID_INDEX=
+pair_link() {
+	n=0 fail=0
+	t() { # name command...
+		n=$((n + 1))
+		_t=$1
+		shift
+		if _m=$("$@" 2>&1); then
+			echo "ok $n $_t"
+		else
+			echo "not ok $n $_t # $(echo "$_m" | tr '\n' ' ' | cut -c1-300)"
+			fail=1
+		fi
+	}
+	echo "TAP version 13"
+	t only_eth0_and_lo sh -c '[ "$(ls /sys/class/net | sort | tr "\n" " ")" = "eth0 lo " ]'
+	t no_default_route sh -c '! ip route show default | grep -q .'
+	t no_route_beyond_the_link sh -c '! ip route get 192.0.2.1 >/dev/null 2>&1'
+	t ssh_to_node_b sh -c "[ \"\$(ssh -o ConnectTimeout=60 $VAMR_NODE_b hostname)\" = $VAMR_NODE_b ]"
+	GID_INDEX=$(roce_v2_ipv4_gid_index rxe0)
+	gid_b=$(ssh_b ". $VAMR_TOP/scripts/guest/node-lib.sh; roce_v2_ipv4_gid_index rxe0")
+	echo "# RoCE v2 GID of the IPv4 address: index ${GID_INDEX:-none} on node a, ${gid_b:-none} on node b"
+	t roce_v2_ipv4_gid_found test -n "$GID_INDEX"
+	t same_gid_index_on_both_nodes test "$GID_INDEX" = "$gid_b"
+	echo "1..$n"
+	return $fail
+}
+
+MPI_ITERS=${VAMR_MPI_ITERATIONS:-6}
+MPI_MIB=${VAMR_MPI_MIB:-4}
+mpi_run() { # mode: runs mpi_remap, prints its output
+	# shellcheck disable=SC2046 # mode_env is a word list
+	timeout 600 mpirun --allow-run-as-root -np 2 --host "$VAMR_NODE_a:1,$VAMR_NODE_b:1" --map-by node \
+		--mca plm_rsh_agent ssh --mca plm_rsh_no_tree_spawn 1 \
+		--mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 \
+		--mca pml ucx --mca pml_ucx_devices any --mca pml_ucx_tls any --mca osc ^ucx \
+		-x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX="$GID_INDEX" -x UCX_TLS=rc_verbs,ud_verbs,self \
+		-x UCX_WARN_UNUSED_ENV_VARS=n $(mode_env "$1") \
+		"$VAMR_BUILD/mpi/mpi_remap" "$MPI_ITERS" "$MPI_MIB"
+}
+
+mpi_remap() {
+	n=0 fail=0
+	echo "TAP version 13"
+	[ -n "$GID_INDEX" ] || GID_INDEX=$(roce_v2_ipv4_gid_index rxe0)
+	echo "# UCX_IB_GID_INDEX=$GID_INDEX (RoCE v2, IPv4-mapped, from rxe0's GID table)"
+	stock_reg=""
+	for mode in $MODES; do
+		if ! why=$(mode_available "$mode"); then
+			n=$((n + 1))
+			echo "ok $n $mode.ran # SKIP $why"
+			echo "# vamr-mpi $mode - - - - - not-available"
+			continue
+		fi
+		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
+		t0=$(date +%s)
+		rc=0
+		mpi_run "$mode" >/tmp/mpi_$mode.out 2>&1 || rc=$?
+		secs=$(($(date +%s) - t0))
+		set_va_mr 0
+		sed "s/^/# $mode: /" /tmp/mpi_$mode.out
+		sum=$(grep '^mpi_remap: iterations' /tmp/mpi_$mode.out | tail -n1)
+		n=$((n + 1))
+		# mpi_remap exits 3 when bytes were wrong; mpirun passes it on.
+		if [ -n "$sum" ] && { [ "$rc" = 0 ] || [ "$rc" = 3 ]; }; then
+			echo "ok $n $mode.ran # ${secs}s"
+		else
+			echo "not ok $n $mode.ran # mpirun exit status $rc"
+			fail=1
+			echo "# vamr-mpi $mode - - - - - failed"
+			continue
+		fi
+		# iterations N wrong_iterations W wrong_bytes B reg R0/R1 dereg D0/D1
+		set -- $sum
+		iters=$3 wrong_it=$5 wrong_b=$7 reg=$9
+		echo "# vamr-mpi $mode $iters $wrong_it $wrong_b $reg ${secs}s ok"
+		n=$((n + 1))
+		want=$(expect "$mode")
+		got=right
+		[ "$wrong_it" = 0 ] || got=wrong
+		if [ "$got" = "$want" ]; then
+			echo "ok $n $mode.bytes_$want # $wrong_it of $iters iteration(s) wrong, $wrong_b byte(s)"
+		else
+			echo "not ok $n $mode.bytes_$want # $wrong_it of $iters iteration(s) wrong, $wrong_b byte(s)"
+			fail=1
+		fi
+		if [ "$mode" = stock ]; then
+			stock_reg=$reg
+		elif [ -n "$stock_reg" ]; then
+			# VA MRs keep the cache hitting: no more registrations than stock.
+			n=$((n + 1))
+			if [ "$reg" = "$stock_reg" ]; then
+				echo "ok $n $mode.same_registrations_as_stock # $reg (rank 0/rank 1)"
+			else
+				echo "not ok $n $mode.same_registrations_as_stock # $reg, stock $stock_reg"
+				fail=1
+			fi
+		fi
+	done
+	echo "1..$n"
+	return $fail
+}
+
+rping_test() {
+	echo "TAP version 13"
+	ssh_b "timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &"
+	sleep 2
+	rc=0
+	timeout 120 rping -c -a "$VAMR_IP_b" -C 10 -S 4096 -V -v >/tmp/rping_c.out 2>&1 || rc=$?
+	tail -n 3 /tmp/rping_c.out | sed 's/^/# /'
+	if [ "$rc" = 0 ] && [ "$(grep -c 'ping data' /tmp/rping_c.out)" = 10 ]; then
+		echo "ok 1 rping_10x4KiB_validated"
+	else
+		echo "not ok 1 rping_10x4KiB_validated # exit status $rc"
+	fi
+	echo "1..1"
+	return $rc
+}
+
+perftest_test() {
+	echo "TAP version 13"
+	echo "# ib_write_bw -R (rdma_cm), 200 iterations of 64 KiB; bandwidth under TCG is not a measurement"
+	ssh_b "timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &"
+	sleep 3
+	rc=0
+	timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 "$VAMR_IP_b" >/tmp/bw_c.out 2>&1 || rc=$?
+	sed 's/^/# /' /tmp/bw_c.out | tail -n 6
+	if [ "$rc" = 0 ] && grep -q '^ 65536 *200 ' /tmp/bw_c.out; then
+		echo "ok 1 ib_write_bw_rdma_cm_completes"
+	else
+		echo "not ok 1 ib_write_bw_rdma_cm_completes # exit status $rc"
+		rc=1
+	fi
+	echo "1..1"
+	return $rc
+}
+
+# rdma_remote per MR mode: the server (node b) registers normal MRs, except
+# in mode "va", where it asks for VAMR_ACCESS_VA itself; va_mr and preload
+# turn its normal MRs into VA MRs.
+REMOTE_MODES=${VAMR_REMOTE_MODES:-stock va_mr preload va}
+rdma_remote_test() {
+	n=0 fail=0 port=7471
+	echo "TAP version 13"
+	for mode in $REMOTE_MODES; do
+		port=$((port + 1))
+		if [ "$mode" != va ] && ! why=$(mode_available "$mode"); then
+			n=$((n + 1))
+			echo "ok $n $mode # SKIP $why"
+			continue
+		fi
+		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
+		env="" arg=""
+		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
+		[ "$mode" = va ] && arg=va
+		ssh_b "$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port >/tmp/rdma_remote_$mode.out 2>&1 </dev/null &"
+		sleep 2
+		want=va
+		[ "$mode" = stock ] && want=normal
+		[ "$mode" = stock ] && [ "${VAMR_PAIR_BREAK:-0}" = 1 ] && want=va
+		rc=0
+		timeout 300 "$VAMR_BUILD/pair/rdma_remote" client "$VAMR_IP_b" "$mode" "$want" "$port" \
+			>/tmp/rdma_remote_c.out 2>&1 || rc=$?
+		set_va_mr 0
+		ssh_b "cat /tmp/rdma_remote_$mode.out" | sed "s/^/# $mode server: /"
+		grep -v -e '^pass ' -e '^fail ' /tmp/rdma_remote_c.out | sed 's/^# vamr-remote/# vamr-remote/; /^# vamr-remote/!s/^/# /'
+		got=0
+		while read -r res name rest; do
+			case "$res" in
+			pass) n=$((n + 1)); got=$((got + 1)); echo "ok $n $mode.$name" ;;
+			fail) n=$((n + 1)); got=$((got + 1)); echo "not ok $n $mode.$name $rest"; fail=1 ;;
+			esac
+		done </tmp/rdma_remote_c.out
+		if [ "$got" = 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 1 ]; }; then
+			n=$((n + 1))
+			echo "not ok $n $mode.client_ran # exit status $rc"
+			fail=1
+		fi
+	done
+	echo "1..$n"
+	return $fail
+}
+
+run_tap demo gid_table_a gid_table rxe0
+if wait_flag ready_b 600; then
+	for t in ${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}; do
+		case "$t" in
+		pair_link) run_tap tap pair_link pair_link ;;
+		mpi_remap) run_tap tap mpi_remap mpi_remap ;;
+		rdma_remote) run_tap tap rdma_remote rdma_remote_test ;;
+		rping) run_tap tap rping rping_test ;;
+		perftest) run_tap tap perftest perftest_test ;;
+		esac
+	done
+else
+	out "# node a: node b never got ready"
+fi
+flag done_a
