@@ -36,15 +36,15 @@ wait_flag() {
 	done
 }
 
-# roce_v2_ipv4_gid_index DEV: the index, in port 1's GID table of DEV, of the
-# RoCE v2 GID that maps the netdev's IPv4 address (::ffff:a.b.c.d). Found in
-# the table, never assumed: rxe fills it in the order the addresses appear
-# (IPv6 link-local first, each as a RoCE v1 and a RoCE v2 entry).
-roce_v2_ipv4_gid_index() {
+# roce_v2_gid_index DEV PREFIX: the index, in port 1's GID table of DEV, of
+# the first RoCE v2 GID that starts with PREFIX (sysfs notation). Found in the
+# table, never assumed: the kernel fills it in the order the netdev's
+# addresses appear (on the nodes: IPv6 link-local, then the IPv4 address).
+roce_v2_gid_index() {
 	for _g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
 		_i=${_g##*/}
 		case "$(cat "$_g" 2>/dev/null)" in
-		0000:0000:0000:0000:0000:ffff:*) ;;
+		"$2"*) ;;
 		*) continue ;;
 		esac
 		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$_i" 2>/dev/null)" = "RoCE v2" ] ||
@@ -54,6 +54,16 @@ roce_v2_ipv4_gid_index() {
 	done
 	return 1
 }
+
+# roce_v2_ipv4_gid_index DEV: the RoCE v2 GID of the netdev's IPv4 address
+# (::ffff:a.b.c.d), the one rdma_cm resolves an IPv4 address to.
+roce_v2_ipv4_gid_index() { roce_v2_gid_index "$1" 0000:0000:0000:0000:0000:ffff:; }
+
+# roce_v2_link_local_gid_index DEV: the RoCE v2 GID of the netdev's IPv6
+# link-local address (fe80::/64), the one UCX 1.13 gets through with
+# (Documentation/two-nodes.rst, "GID index": its UD wireup times out with the
+# IPv4-mapped GID on rxe).
+roce_v2_link_local_gid_index() { roce_v2_gid_index "$1" fe80:0000:0000:0000:; }
 
 # gid_table DEV: the non-empty entries of port 1's GID table, one a line:
 # index, GID, type, netdev.

@@ -45,6 +45,12 @@ struct ibv_pd;
 struct ibv_mr;
 
 static unsigned long n_reg, n_dereg;
+/*
+ * Inside ibv_reg_mr(): libibverbs 44 implements it as a call of
+ * ibv_reg_mr_iova2 through its own PLT, which reaches our ibv_reg_mr_iova2
+ * again; that nested call is the same registration and is not counted twice.
+ */
+static __thread int in_reg_mr;
 
 /* The definition after ours (a preload library), else libibverbs' own. */
 static void *next_sym(const char *name)
@@ -73,7 +79,8 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
 		real = next_sym("ibv_reg_mr_iova2");
 	if (!real)
 		return NULL;
-	__atomic_add_fetch(&n_reg, 1, __ATOMIC_RELAXED);
+	if (!in_reg_mr)
+		__atomic_add_fetch(&n_reg, 1, __ATOMIC_RELAXED);
 	return real(pd, addr, length, iova, access);
 }
 
@@ -82,13 +89,17 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	static struct ibv_mr *(*real)(struct ibv_pd *, void *, size_t, int);
+	struct ibv_mr *mr;
 
 	if (!real)
 		real = next_sym("ibv_reg_mr");
 	if (!real)
 		return NULL;
 	__atomic_add_fetch(&n_reg, 1, __ATOMIC_RELAXED);
-	return real(pd, addr, length, access);
+	in_reg_mr++;
+	mr = real(pd, addr, length, access);
+	in_reg_mr--;
+	return mr;
 }
 
 int ibv_dereg_mr(struct ibv_mr *mr);

@@ -91,16 +91,19 @@ pair_link() {
 	t no_default_route sh -c '! ip route show default | grep -q .'
 	t no_route_beyond_the_link sh -c '! ip route get 192.0.2.1 >/dev/null 2>&1'
 	t ssh_to_node_b sh -c "[ \"\$(ssh -o ConnectTimeout=60 $VAMR_NODE_b hostname)\" = $VAMR_NODE_b ]"
-	GID_INDEX=$(roce_v2_ipv4_gid_index rxe0)
-	gid_b=$(ssh_b ". $VAMR_TOP/scripts/guest/node-lib.sh; roce_v2_ipv4_gid_index rxe0")
-	echo "# RoCE v2 GID of the IPv4 address: index ${GID_INDEX:-none} on node a, ${gid_b:-none} on node b"
-	t roce_v2_ipv4_gid_found test -n "$GID_INDEX"
-	t same_gid_index_on_both_nodes test "$GID_INDEX" = "$gid_b"
+	GID_INDEX=$(roce_v2_link_local_gid_index rxe0)
+	v4=$(roce_v2_ipv4_gid_index rxe0)
+	gids_b=$(ssh_b ". $VAMR_TOP/scripts/guest/node-lib.sh; echo \$(roce_v2_link_local_gid_index rxe0) \$(roce_v2_ipv4_gid_index rxe0)")
+	echo "# RoCE v2 GIDs: IPv6 link-local at index ${GID_INDEX:-none} on node a, ${gids_b%% *} on node b;" \
+		"IPv4-mapped at index ${v4:-none} on node a, ${gids_b##* } on node b"
+	t roce_v2_link_local_gid_found test -n "$GID_INDEX"
+	t roce_v2_ipv4_gid_found test -n "$v4"
+	t same_gid_indexes_on_both_nodes test "$GID_INDEX $v4" = "$gids_b"
 	echo "1..$n"
 	return $fail
 }
 
-MPI_ITERS=${VAMR_MPI_ITERATIONS:-6}
+MPI_ITERS=${VAMR_MPI_ITERATIONS:-4}
 MPI_MIB=${VAMR_MPI_MIB:-4}
 mpi_run() { # mode: runs mpi_remap, prints its output
 	# shellcheck disable=SC2046 # mode_env is a word list
@@ -116,8 +119,8 @@ mpi_run() { # mode: runs mpi_remap, prints its output
 mpi_remap() {
 	n=0 fail=0
 	echo "TAP version 13"
-	[ -n "$GID_INDEX" ] || GID_INDEX=$(roce_v2_ipv4_gid_index rxe0)
-	echo "# UCX_IB_GID_INDEX=$GID_INDEX (RoCE v2, IPv4-mapped, from rxe0's GID table)"
+	[ -n "$GID_INDEX" ] || GID_INDEX=$(roce_v2_link_local_gid_index rxe0)
+	echo "# UCX_IB_GID_INDEX=$GID_INDEX (RoCE v2, IPv6 link-local, from rxe0's GID table)"
 	stock_reg=""
 	for mode in $MODES; do
 		if ! why=$(mode_available "$mode"); then
