@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Node a of the two-node tests (scripts/run-pair.sh; sourced by
 # scripts/guest/node-init with scripts/guest/node-lib.sh). Node b serves; this
-# node drives everything, starting what must run on node b over ssh.
+# node drives everything: mpirun starts the remote rank over ssh, the other
+# commands for node b go through the run directory (on_b, node-lib.sh).
 #
 # Sections (results.log of node a):
 #   demo gid_table_a        port 1's GID table of rxe0
@@ -28,8 +29,6 @@ VA_PARAM=/sys/module/rdma_rxe/parameters/va_mr
 PRELOAD_LIB=$VAMR_BUILD/tools/libvamr-preload.so
 MODES=${VAMR_PAIR_MODES:-stock va_mr preload}
 
-ssh_b() { ssh -o ConnectTimeout=30 "$VAMR_NODE_b" "$@"; }
-
 # mode_available MODE: status 0 if this build can run MODE, else prints why.
 mode_available() {
 	case "$1" in
@@ -52,7 +51,7 @@ mode_available() {
 # set_va_mr VALUE: the va_mr parameter on both nodes (when there is one).
 set_va_mr() {
 	[ -e "$VA_PARAM" ] || return 0
-	echo "$1" >"$VA_PARAM" && ssh_b "echo $1 >$VA_PARAM"
+	echo "$1" >"$VA_PARAM" && on_b "echo $1 >$VA_PARAM"
 }
 
 # mode_env MODE: the mpirun -x arguments of MODE.
@@ -91,9 +90,10 @@ pair_link() {
 	t no_default_route sh -c '! ip route show default | grep -q .'
 	t no_route_beyond_the_link sh -c '! ip route get 192.0.2.1 >/dev/null 2>&1'
 	t ssh_to_node_b sh -c "[ \"\$(ssh -o ConnectTimeout=60 $VAMR_NODE_b hostname)\" = $VAMR_NODE_b ]"
+	t commands_to_node_b sh -c "[ \"\$(. $VAMR_TOP/scripts/guest/node-lib.sh; on_b hostname)\" = $VAMR_NODE_b ]"
 	GID_INDEX=$(roce_v2_link_local_gid_index rxe0)
 	v4=$(roce_v2_ipv4_gid_index rxe0)
-	gids_b=$(ssh_b ". $VAMR_TOP/scripts/guest/node-lib.sh; echo \$(roce_v2_link_local_gid_index rxe0) \$(roce_v2_ipv4_gid_index rxe0)")
+	gids_b=$(on_b ". $VAMR_TOP/scripts/guest/node-lib.sh; echo \$(roce_v2_link_local_gid_index rxe0) \$(roce_v2_ipv4_gid_index rxe0)")
 	echo "# RoCE v2 GIDs: IPv6 link-local at index ${GID_INDEX:-none} on node a, ${gids_b%% *} on node b;" \
 		"IPv4-mapped at index ${v4:-none} on node a, ${gids_b##* } on node b"
 	t roce_v2_link_local_gid_found test -n "$GID_INDEX"
@@ -180,12 +180,12 @@ mpi_remap() {
 
 rping_test() {
 	echo "TAP version 13"
-	ssh_b "timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &"
+	on_b "timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &"
 	sleep 2
 	rc=0
-	timeout 120 rping -c -a "$VAMR_IP_b" -C 10 -S 4096 -V -v >/tmp/rping_c.out 2>&1 || rc=$?
-	tail -n 3 /tmp/rping_c.out | sed 's/^/# /'
-	if [ "$rc" = 0 ] && [ "$(grep -c 'ping data' /tmp/rping_c.out)" = 10 ]; then
+	timeout 120 rping -c -a "$VAMR_IP_b" -C 10 -S 4096 -V >/tmp/rping_c.out 2>&1 || rc=$?
+	sed 's/^/# /' /tmp/rping_c.out | cut -c1-200 | tail -n 5
+	if [ "$rc" = 0 ]; then
 		echo "ok 1 rping_10x4KiB_validated"
 	else
 		echo "not ok 1 rping_10x4KiB_validated # exit status $rc"
@@ -197,7 +197,7 @@ rping_test() {
 perftest_test() {
 	echo "TAP version 13"
 	echo "# ib_write_bw -R (rdma_cm), 200 iterations of 64 KiB; bandwidth under TCG is not a measurement"
-	ssh_b "timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &"
+	on_b "timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &"
 	sleep 3
 	rc=0
 	timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 "$VAMR_IP_b" >/tmp/bw_c.out 2>&1 || rc=$?
@@ -230,7 +230,7 @@ rdma_remote_test() {
 		env="" arg=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
 		[ "$mode" = va ] && arg=va
-		ssh_b "$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port >/tmp/rdma_remote_$mode.out 2>&1 </dev/null &"
+		on_b "$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port >/tmp/rdma_remote_$mode.out 2>&1 </dev/null &"
 		sleep 2
 		want=va
 		[ "$mode" = stock ] && want=normal
@@ -239,7 +239,7 @@ rdma_remote_test() {
 		timeout 300 "$VAMR_BUILD/pair/rdma_remote" client "$VAMR_IP_b" "$mode" "$want" "$port" \
 			>/tmp/rdma_remote_c.out 2>&1 || rc=$?
 		set_va_mr 0
-		ssh_b "cat /tmp/rdma_remote_$mode.out" | sed "s/^/# $mode server: /"
+		on_b "cat /tmp/rdma_remote_$mode.out" | sed "s/^/# $mode server: /"
 		grep -v -e '^pass ' -e '^fail ' /tmp/rdma_remote_c.out | sed 's/^# vamr-remote/# vamr-remote/; /^# vamr-remote/!s/^/# /'
 		got=0
 		while read -r res name rest; do
