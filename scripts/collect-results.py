@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """Turn the guest's logs into one result per test and a closing count.
 
-usage: collect-results.py LOGDIR [--guest-rc N] [--kconfig FILE] [--tests NAME,...]
+usage: collect-results.py LOGDIR|- [--guest-rc N] [--kconfig FILE] [--tests NAME,...]
                           [--faultinj NAME,...]
+                          [--pair DIR --pair-tests NAME,... [--pair-rc N]]
   --guest-rc N   exit status of scripts/run-guest.sh: anything but 0 (124 =
                  watchdog timeout, also after the end marker) fails the run
   --kconfig FILE the guest kernel's .config: KASAN, UBSAN and kmemleak reports
