@@ -96,9 +96,8 @@ impl Generations {
     fn counter(&self, slot: usize) -> &Atomic<u64> {
         let base = self.addrs[slot / PER_PAGE];
         let ptr = (base + (slot % PER_PAGE) * 8) as *mut u64;
-        // SAFETY: `ptr` is 8-byte aligned inside a page that `self` owns (type invariant), so
-        // valid for `&self`'s lifetime; the page is only accessed atomically by the kernel (user
-        // space maps it read-only).
+        // The page is only accessed atomically by the kernel (user space maps it read-only).
+        // SAFETY: `ptr` is 8-byte aligned in a page `self` owns (type invariant): valid as long.
         unsafe { Atomic::from_ptr(ptr) }
     }
 

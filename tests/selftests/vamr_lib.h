@@ -184,4 +184,46 @@ static inline long vamr_vmpin_kb(void)
 	return kb;
 }
 
+/* Monitor mode: VAMR_IOC_WATCH (slot and first generation out), UNWATCH, WATCH_SYNC (the
+ * generation, or -errno), EVENTS_OPEN_EX (the events descriptor, or -errno; *size = ring). */
+static inline int vamr_watch(int fd, const void *a, uint64_t len, uint64_t cookie, uint32_t *slot,
+			     uint64_t *gen)
+{
+	struct vamr_watch w = { .addr = (uintptr_t)a, .len = len, .cookie = cookie };
+	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH, &w);
+
+	if (!ret) {
+		if (slot)
+			*slot = w.slot;
+		if (gen)
+			*gen = w.generation;
+	}
+	return ret;
+}
+
+static inline int vamr_unwatch(int fd, uint32_t slot)
+{
+	struct vamr_handle_arg a = { .handle = slot };
+
+	return vamr_ioctl(fd, VAMR_IOC_UNWATCH, &a);
+}
+
+static inline int64_t vamr_watch_sync(int fd, uint32_t slot)
+{
+	struct vamr_watch_sync s = { .slot = slot };
+	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH_SYNC, &s);
+
+	return ret ? ret : (int64_t)s.generation;
+}
+
+static inline int vamr_events_open_ex(int fd, uint32_t flags, uint32_t ring, uint32_t *size)
+{
+	struct vamr_events_open_ex o = { .flags = flags | VAMR_EVENTS_CLOEXEC, .ring = ring };
+	int ret = vamr_ioctl(fd, VAMR_IOC_EVENTS_OPEN_EX, &o);
+
+	if (!ret && size)
+		*size = o.ring;
+	return ret ? ret : o.fd;
+}
+
 #endif /* VAMR_SELFTEST_LIB_H */

@@ -27,45 +27,9 @@
 #define NOBODY 65534
 #define COOKIE 0xc0c0a000u
 
-static int watch(int fd, const void *a, uint64_t len, uint64_t cookie, uint32_t *slot,
-		 uint64_t *gen)
-{
-	struct vamr_watch w = { .addr = (uintptr_t)a, .len = len, .cookie = cookie };
-	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH, &w);
-
-	if (!ret) {
-		if (slot)
-			*slot = w.slot;
-		if (gen)
-			*gen = w.generation;
-	}
-	return ret;
-}
-
-static int unwatch(int fd, uint32_t slot)
-{
-	struct vamr_handle_arg a = { .handle = slot };
-
-	return vamr_ioctl(fd, VAMR_IOC_UNWATCH, &a);
-}
-
-static int64_t watch_sync(int fd, uint32_t slot)
-{
-	struct vamr_watch_sync s = { .slot = slot };
-	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH_SYNC, &s);
-
-	return ret ? ret : (int64_t)s.generation;
-}
-
 static int events_open_ex(int fd, uint32_t ring, uint32_t *size)
 {
-	struct vamr_events_open_ex o = { .flags = VAMR_EVENTS_NONBLOCK | VAMR_EVENTS_CLOEXEC,
-					 .ring = ring };
-	int ret = vamr_ioctl(fd, VAMR_IOC_EVENTS_OPEN_EX, &o);
-
-	if (!ret && size)
-		*size = o.ring;
-	return ret ? ret : o.fd;
+	return vamr_events_open_ex(fd, VAMR_EVENTS_NONBLOCK, ring, size);
 }
 
 /* Every queued record (non-blocking events file); the count or -errno. */
@@ -123,7 +87,7 @@ FIXTURE_SETUP(mon)
 	touch(self->a, 4 * PAGE);
 	self->w = self->a + PAGE + 100;
 	self->wlen = 2 * PAGE;
-	ASSERT_EQ(0, watch(self->fd, self->w, self->wlen, COOKIE, &self->slot, &self->gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, self->w, self->wlen, COOKIE, &self->slot, &self->gen));
 	ASSERT_EQ(self->gen, self->gens[self->slot]);
 	ASSERT_EQ(0, drain(self->efd, self->ev, 64));
 }
@@ -162,7 +126,7 @@ static int one_record(struct __test_metadata *_metadata, FIXTURE_DATA(mon) *self
 	EXPECT_EQ(COOKIE, self->ev[0].cookie);
 	EXPECT_EQ(self->slot, self->ev[0].handle);
 	EXPECT_EQ(self->gen + 1, self->gens[self->slot]);
-	EXPECT_EQ(self->gen + 1, (uint64_t)watch_sync(self->fd, self->slot));
+	EXPECT_EQ(self->gen + 1, (uint64_t)vamr_watch_sync(self->fd, self->slot));
 	self->gen = self->gens[self->slot];
 	return 0;
 }
@@ -251,7 +215,7 @@ TEST_F(mon, faults_protection_and_fork_raise_nothing)
 	int status;
 
 	ASSERT_NE(MAP_FAILED, b);
-	ASSERT_EQ(0, watch(self->fd, b, len, 7, &s, &g));
+	ASSERT_EQ(0, vamr_watch(self->fd, b, len, 7, &s, &g));
 	touch(b, len);				/* first touch: write faults */
 	for (size_t i = 0; i < len; i += PAGE)	/* and read them back */
 		ASSERT_EQ((uint8_t)(i / PAGE + 1), b[i]);
@@ -291,7 +255,7 @@ TEST_F(mon, no_pin_no_memlock)
 	ASSERT_NE(MAP_FAILED, b);
 	ASSERT_EQ(0, getrlimit(RLIMIT_MEMLOCK, &old));
 	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &zero));
-	ASSERT_EQ(0, watch(self->fd, b, len, 1, &s, NULL));
+	ASSERT_EQ(0, vamr_watch(self->fd, b, len, 1, &s, NULL));
 	EXPECT_EQ(pin, vamr_status_kb("VmPin"));
 	EXPECT_EQ(lck, vamr_status_kb("VmLck"));
 	/* Nothing was faulted in by the watch. */
@@ -308,7 +272,7 @@ TEST_F(mon, no_pin_no_memlock)
 	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, self->ev[0].kind);
 	EXPECT_EQ((uintptr_t)b, self->ev[0].addr);
 	EXPECT_EQ(len, self->ev[0].len);
-	ASSERT_EQ(0, unwatch(self->fd, s));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, s));
 	setrlimit(RLIMIT_MEMLOCK, &old);
 	munmap(b, len);
 }
@@ -328,7 +292,7 @@ TEST_F(mon, overflow_is_reported_and_counters_stay_exact)
 		ASSERT_EQ(0, madvise(self->a + PAGE, 2 * PAGE, MADV_DONTNEED));
 	}
 	EXPECT_EQ(self->gen + 10, self->gens[self->slot]);
-	EXPECT_EQ(self->gen + 10, (uint64_t)watch_sync(self->fd, self->slot));
+	EXPECT_EQ(self->gen + 10, (uint64_t)vamr_watch_sync(self->fd, self->slot));
 	n = drain(efd, self->ev, 64);
 	ASSERT_EQ(5, n);
 	for (i = 0; i < 4; i++) {
@@ -405,16 +369,16 @@ TEST_F(mon, unwatch_and_slot_reuse)
 	uint32_t s;
 	uint64_t g;
 
-	ASSERT_EQ(0, unwatch(self->fd, self->slot));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, self->slot));
 	EXPECT_EQ(self->gen + 1, self->gens[self->slot]);
-	EXPECT_EQ(-ENOENT, unwatch(self->fd, self->slot));
-	EXPECT_EQ(-ENOENT, watch_sync(self->fd, self->slot));
+	EXPECT_EQ(-ENOENT, vamr_unwatch(self->fd, self->slot));
+	EXPECT_EQ(-ENOENT, vamr_watch_sync(self->fd, self->slot));
 	ASSERT_EQ(0, munmap(self->a, 4 * PAGE));
 	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
 	EXPECT_EQ(self->gen + 1, self->gens[self->slot]);
 	ASSERT_EQ(self->a, mmap(self->a, 4 * PAGE, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
-	ASSERT_EQ(0, watch(self->fd, self->w, self->wlen, COOKIE, &s, &g));
+	ASSERT_EQ(0, vamr_watch(self->fd, self->w, self->wlen, COOKIE, &s, &g));
 	EXPECT_EQ(self->slot, s);
 	EXPECT_LT(self->gen, g);
 	EXPECT_EQ(g, self->gens[s]);
@@ -431,17 +395,17 @@ TEST_F(mon, bad_input)
 	EXPECT_EQ(-EINVAL, vamr_ioctl(self->fd, VAMR_IOC_WATCH, &w));
 	EXPECT_EQ(-EINVAL, vamr_ioctl(self->fd, VAMR_IOC_UNWATCH, &h));
 	EXPECT_EQ(-EINVAL, vamr_ioctl(self->fd, VAMR_IOC_WATCH_SYNC, &sy));
-	EXPECT_EQ(-EINVAL, watch(self->fd, self->a, 0, 0, NULL, NULL));
-	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)~0xfffUL, 2 * PAGE, 0, NULL, NULL));
-	EXPECT_EQ(-EFAULT, watch(self->fd, (void *)(~0UL - 4 * PAGE), PAGE, 0, NULL, NULL));
+	EXPECT_EQ(-EINVAL, vamr_watch(self->fd, self->a, 0, 0, NULL, NULL));
+	EXPECT_EQ(-EINVAL, vamr_watch(self->fd, (void *)~0xfffUL, 2 * PAGE, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, vamr_watch(self->fd, (void *)(~0UL - 4 * PAGE), PAGE, 0, NULL, NULL));
 	EXPECT_EQ(-EFAULT, ioctl(self->fd, VAMR_IOC_WATCH, (void *)8) ? -errno : 0);
-	EXPECT_EQ(-ENOENT, unwatch(self->fd, VAMR_WATCH_MAX));
-	EXPECT_EQ(-ENOENT, unwatch(self->fd, 0xffffffffu));
-	EXPECT_EQ(-ENOENT, watch_sync(self->fd, 1234));
+	EXPECT_EQ(-ENOENT, vamr_unwatch(self->fd, VAMR_WATCH_MAX));
+	EXPECT_EQ(-ENOENT, vamr_unwatch(self->fd, 0xffffffffu));
+	EXPECT_EQ(-ENOENT, vamr_watch_sync(self->fd, 1234));
 	/* Unaligned byte ranges are fine: 3 bytes straddling a page boundary. The DONTNEED of
 	 * the page after the boundary reaches this watch and the fixture's (which ends 100
 	 * bytes into that page): one record each, clipped to each watch. */
-	ASSERT_EQ(0, watch(self->fd, self->a + 3 * PAGE - 1, 3, 5, &s, NULL));
+	ASSERT_EQ(0, vamr_watch(self->fd, self->a + 3 * PAGE - 1, 3, 5, &s, NULL));
 	ASSERT_EQ(0, madvise(self->a + 3 * PAGE, PAGE, MADV_DONTNEED));
 	ASSERT_EQ(2, drain(self->efd, self->ev, 64));
 	mine = self->ev[0].handle == s ? 0 : 1;
@@ -463,16 +427,16 @@ TEST_F(mon, too_many_watches)
 	int i, ret = 0;
 
 	for (i = 1; i < VAMR_WATCH_MAX; i++) {
-		ret = watch(self->fd, self->a + (i % 4) * PAGE, PAGE, i, &s, NULL);
+		ret = vamr_watch(self->fd, self->a + (i % 4) * PAGE, PAGE, i, &s, NULL);
 		if (ret)
 			break;
 		last = s;
 	}
 	ASSERT_EQ(0, ret);
 	EXPECT_EQ((uint32_t)VAMR_WATCH_MAX - 1, last);
-	EXPECT_EQ(-ENOSPC, watch(self->fd, self->a, PAGE, 0, NULL, NULL));
-	ASSERT_EQ(0, unwatch(self->fd, 77));
-	ASSERT_EQ(0, watch(self->fd, self->a, PAGE, 0, &s, NULL));
+	EXPECT_EQ(-ENOSPC, vamr_watch(self->fd, self->a, PAGE, 0, NULL, NULL));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, 77));
+	ASSERT_EQ(0, vamr_watch(self->fd, self->a, PAGE, 0, &s, NULL));
 	EXPECT_EQ(77u, s);
 	/* One DONTNEED of page 1 reaches every watch on it: about a quarter of them. */
 	ASSERT_EQ(0, madvise(self->a + PAGE, PAGE, MADV_DONTNEED));
@@ -521,7 +485,7 @@ static int child_checks(struct other *o, int nobody)
 		return 2;
 	if (vamr_ioctl(o->parent_fd, VAMR_IOC_UNWATCH, &h) != -EPERM)
 		return 3;
-	if (watch(o->parent_fd, o->addr, PAGE, 0, NULL, NULL) != -EPERM)
+	if (vamr_watch(o->parent_fd, o->addr, PAGE, 0, NULL, NULL) != -EPERM)
 		return 4;
 	if (mmap(NULL, PAGE, PROT_READ, MAP_SHARED, o->parent_fd, 0) != MAP_FAILED ||
 	    errno != EPERM)
@@ -534,7 +498,7 @@ static int child_checks(struct other *o, int nobody)
 		return 7;
 	if (vamr_ioctl(fd, VAMR_IOC_WATCH_SYNC, &sy) != -ENOENT)
 		return 8;
-	if (watch(fd, o->addr, PAGE, 0, &s, &gen) || s != 0)
+	if (vamr_watch(fd, o->addr, PAGE, 0, &s, &gen) || s != 0)
 		return 9;
 	g = map_gens(fd);
 	if (!g || g[0] != gen)

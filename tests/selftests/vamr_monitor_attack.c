@@ -32,45 +32,6 @@
 #define COOKIE 0xa77ac000u
 #define MAP_PAGES (VAMR_WATCH_MAP_LEN / PAGE)
 
-static int watch(int fd, const void *a, uint64_t len, uint64_t cookie, uint32_t *slot,
-		 uint64_t *gen)
-{
-	struct vamr_watch w = { .addr = (uintptr_t)a, .len = len, .cookie = cookie };
-	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH, &w);
-
-	if (!ret) {
-		if (slot)
-			*slot = w.slot;
-		if (gen)
-			*gen = w.generation;
-	}
-	return ret;
-}
-
-static int unwatch(int fd, uint32_t slot)
-{
-	struct vamr_handle_arg a = { .handle = slot };
-
-	return vamr_ioctl(fd, VAMR_IOC_UNWATCH, &a);
-}
-
-static int64_t watch_sync(int fd, uint32_t slot)
-{
-	struct vamr_watch_sync s = { .slot = slot };
-	int ret = vamr_ioctl(fd, VAMR_IOC_WATCH_SYNC, &s);
-
-	return ret ? ret : (int64_t)s.generation;
-}
-
-static int events_open_ex(int fd, uint32_t flags, uint32_t ring, uint32_t *size)
-{
-	struct vamr_events_open_ex o = { .flags = flags | VAMR_EVENTS_CLOEXEC, .ring = ring };
-	int ret = vamr_ioctl(fd, VAMR_IOC_EVENTS_OPEN_EX, &o);
-
-	if (!ret && size)
-		*size = o.ring;
-	return ret ? ret : o.fd;
-}
 
 static int drain(int efd, struct vamr_event *ev, int max)
 {
@@ -157,12 +118,12 @@ TEST_F(atk, mmap_offsets_lengths_and_protections)
 	ASSERT_EQ(8ul, MAP_PAGES);
 	/* PER_PAGE + 1 watches: slot 512 is the first of the second page. */
 	for (uint32_t i = 0; i <= PAGE / 8; i++) {
-		ASSERT_EQ(0, watch(self->fd, a, PAGE, i, &slot, NULL));
+		ASSERT_EQ(0, vamr_watch(self->fd, a, PAGE, i, &slot, NULL));
 		ASSERT_EQ(i, slot);
 	}
 	/* UNWATCH bumps the slot's counter once. */
-	ASSERT_EQ(0, unwatch(self->fd, PAGE / 8));
-	ASSERT_EQ(0, unwatch(self->fd, 3));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, PAGE / 8));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, 3));
 	all = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, all);
 	EXPECT_EQ(1u, all[PAGE / 8]);
@@ -231,7 +192,7 @@ TEST_F(atk, mremap_grow_and_fork_of_the_mapping)
 	int status;
 
 	ASSERT_NE(NULL, a);
-	ASSERT_EQ(0, watch(self->fd, a, 2 * PAGE, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, a, 2 * PAGE, COOKIE, &slot, &gen));
 	g = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
 	/* Growing: VM_DONTEXPAND. */
@@ -266,7 +227,7 @@ TEST_F(atk, mremap_grow_and_fork_of_the_mapping)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_EQ(0, WEXITSTATUS(status));
 	/* fork write-protected the parent's pages (not counted); the child's exit neither. */
-	EXPECT_EQ(gen + 1, (uint64_t)watch_sync(self->fd, slot));
+	EXPECT_EQ(gen + 1, (uint64_t)vamr_watch_sync(self->fd, slot));
 	EXPECT_EQ(gen + 1, moved[slot]);
 	munmap((void *)moved, VAMR_WATCH_MAP_LEN);
 	munmap(a, 2 * PAGE);
@@ -287,7 +248,7 @@ TEST_F(atk, proc_mem_write_and_dontneed_of_the_counters)
 	int mem;
 
 	ASSERT_NE(NULL, a);
-	ASSERT_EQ(0, watch(self->fd, a, PAGE, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, a, PAGE, COOKIE, &slot, &gen));
 	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
 	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
@@ -340,7 +301,7 @@ TEST_F(atk, madv_dofork_of_the_counters_is_refused)
 	pid_t pid;
 
 	ASSERT_NE(NULL, a);
-	ASSERT_EQ(0, watch(self->fd, a, PAGE, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, a, PAGE, COOKIE, &slot, &gen));
 	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
 	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
@@ -373,9 +334,9 @@ TEST_F(atk, mapping_and_events_file_outlive_the_descriptor)
 	int efd;
 
 	ASSERT_NE(NULL, a);
-	efd = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
+	efd = vamr_events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
 	ASSERT_LE(0, efd);
-	ASSERT_EQ(0, watch(self->fd, a, 4 * PAGE, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, a, 4 * PAGE, COOKIE, &slot, &gen));
 	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
 	close(self->fd);
@@ -411,27 +372,27 @@ TEST_F(atk, wrapping_huge_and_whole_address_space)
 	uint8_t *a;
 	int efd;
 
-	if (!watch(self->fd, (void *)task_size, 1, 0, &slot, NULL)) {
-		ASSERT_EQ(0, unwatch(self->fd, slot));
+	if (!vamr_watch(self->fd, (void *)task_size, 1, 0, &slot, NULL)) {
+		ASSERT_EQ(0, vamr_unwatch(self->fd, slot));
 		task_size = 0xfffffffffff000ull;
 	}
 	TH_LOG("TASK_SIZE %#llx", (unsigned long long)task_size);
-	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)~0ul, 2, 0, NULL, NULL));
-	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)PAGE, ~0ull, 0, NULL, NULL));
-	EXPECT_EQ(-EINVAL, watch(self->fd, (void *)PAGE, 0, 0, NULL, NULL));
-	EXPECT_EQ(-EFAULT, watch(self->fd, NULL, task_size + 1, 0, NULL, NULL));
-	EXPECT_EQ(-EFAULT, watch(self->fd, (void *)(task_size - 1), 2, 0, NULL, NULL));
-	EXPECT_EQ(-EFAULT, watch(self->fd, (void *)(1ull << 63), PAGE, 0, NULL, NULL));
-	ASSERT_EQ(0, watch(self->fd, (void *)(task_size - 1), 1, 0, &slot, NULL));
-	ASSERT_EQ(0, unwatch(self->fd, slot));
+	EXPECT_EQ(-EINVAL, vamr_watch(self->fd, (void *)~0ul, 2, 0, NULL, NULL));
+	EXPECT_EQ(-EINVAL, vamr_watch(self->fd, (void *)PAGE, ~0ull, 0, NULL, NULL));
+	EXPECT_EQ(-EINVAL, vamr_watch(self->fd, (void *)PAGE, 0, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, vamr_watch(self->fd, NULL, task_size + 1, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, vamr_watch(self->fd, (void *)(task_size - 1), 2, 0, NULL, NULL));
+	EXPECT_EQ(-EFAULT, vamr_watch(self->fd, (void *)(1ull << 63), PAGE, 0, NULL, NULL));
+	ASSERT_EQ(0, vamr_watch(self->fd, (void *)(task_size - 1), 1, 0, &slot, NULL));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, slot));
 
-	efd = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
+	efd = vamr_events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
 	ASSERT_LE(0, efd);
 	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
 	a = anon(3 * PAGE);
 	ASSERT_NE(NULL, a);
-	ASSERT_EQ(0, watch(self->fd, NULL, task_size, COOKIE, &slot, &gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, NULL, task_size, COOKIE, &slot, &gen));
 	ASSERT_EQ(0, drain(efd, ev, 8));
 	ASSERT_EQ(0, munmap(a + PAGE, 2 * PAGE));
 	EXPECT_EQ(gen + 1, g[slot]);
@@ -440,8 +401,8 @@ TEST_F(atk, wrapping_huge_and_whole_address_space)
 	EXPECT_EQ((uintptr_t)(a + PAGE), ev[0].addr);
 	EXPECT_EQ(2 * PAGE, ev[0].len);
 	EXPECT_EQ(slot, ev[0].handle);
-	EXPECT_EQ(gen + 1, (uint64_t)watch_sync(self->fd, slot));
-	ASSERT_EQ(0, unwatch(self->fd, slot));
+	EXPECT_EQ(gen + 1, (uint64_t)vamr_watch_sync(self->fd, slot));
+	ASSERT_EQ(0, vamr_unwatch(self->fd, slot));
 	EXPECT_EQ(gen + 2, g[slot]);
 	munmap(a, PAGE);
 	munmap((void *)g, PAGE);
@@ -464,7 +425,7 @@ TEST_F(atk, slot_reuse_never_repeats_a_generation)
 	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
 	for (int i = 0; i < 1000; i++) {
-		ASSERT_EQ(0, watch(self->fd, a, PAGE, i, &slot, &gen));
+		ASSERT_EQ(0, vamr_watch(self->fd, a, PAGE, i, &slot, &gen));
 		ASSERT_EQ(0u, slot);
 		if (i)
 			ASSERT_LT(last, gen);
@@ -473,8 +434,8 @@ TEST_F(atk, slot_reuse_never_repeats_a_generation)
 			ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
 			ASSERT_EQ(gen + 1, g[0]);
 		}
-		last = (uint64_t)watch_sync(self->fd, 0);
-		ASSERT_EQ(0, unwatch(self->fd, 0));
+		last = (uint64_t)vamr_watch_sync(self->fd, 0);
+		ASSERT_EQ(0, vamr_unwatch(self->fd, 0));
 		ASSERT_LT(last, g[0]);
 	}
 	/* 1000 unwatches and 334 invalidations. */
@@ -520,20 +481,20 @@ static void *watcher(void *arg)
 	int64_t s;
 
 	while (!atomic_load(&r->stop)) {
-		int ret = watch(r->fd, r->a + (rand() % 8) * PAGE, PAGE * (1 + rand() % 4), 1, &slot,
+		int ret = vamr_watch(r->fd, r->a + (rand() % 8) * PAGE, PAGE * (1 + rand() % 4), 1, &slot,
 				&gen);
 
 		if (ret) {
 			check_errno(r, ret);
 			continue;
 		}
-		s = watch_sync(r->fd, slot);
+		s = vamr_watch_sync(r->fd, slot);
 		if (s < 0)
 			check_errno(r, (int)s);
 		if (s >= 0 && (uint64_t)s < gen)
 			atomic_fetch_add(&r->went_down, 1);
 		/* Another thread may have taken it already: ENOENT. */
-		ret = unwatch(r->fd, (rand() & 1) ? slot : (uint32_t)(rand() % 64));
+		ret = vamr_unwatch(r->fd, (rand() & 1) ? slot : (uint32_t)(rand() % 64));
 		check_errno(r, ret);
 		atomic_fetch_add(&r->ops, 1);
 	}
@@ -608,7 +569,7 @@ TEST_F(atk, threads_race_watch_unwatch_sync_invalidate_and_close)
 	munmap((void *)r.g, PAGE);
 	self->fd = vamr_open();
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(0, watch(self->fd, r.a, PAGE, 0, &slot, &gen));
+	ASSERT_EQ(0, vamr_watch(self->fd, r.a, PAGE, 0, &slot, &gen));
 	EXPECT_EQ(0u, slot);
 	EXPECT_EQ(0u, gen);
 	munmap(r.a, 12 * PAGE);
@@ -641,22 +602,22 @@ TEST_F(atk, ring_resize_under_a_blocked_reader)
 	struct blocked b = { 0 };
 	struct vamr_event ev[8];
 	uint8_t *a = anon(4 * PAGE);
-	uint32_t size, slot;
+	uint32_t size = 0, slot;
 	pthread_t t;
 	int efd2;
 
 	ASSERT_NE(NULL, a);
-	b.efd = events_open_ex(self->fd, 0, 0, &size);
+	b.efd = vamr_events_open_ex(self->fd, 0, 0, &size);
 	ASSERT_LE(0, b.efd);
 	EXPECT_EQ(VAMR_EVENTS_RING_DEFAULT + 0u, size);
-	ASSERT_EQ(0, watch(self->fd, a, 4 * PAGE, COOKIE, &slot, NULL));
+	ASSERT_EQ(0, vamr_watch(self->fd, a, 4 * PAGE, COOKIE, &slot, NULL));
 	ASSERT_EQ(0, pthread_create(&t, NULL, blocking_reader, &b));
 	usleep(100000);
-	efd2 = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
+	efd2 = vamr_events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
 	ASSERT_LE(0, efd2);
 	EXPECT_EQ(1u, size);
 	close(efd2);
-	efd2 = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 2, &size);
+	efd2 = vamr_events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 2, &size);
 	ASSERT_LE(0, efd2);
 	EXPECT_EQ(2u, size);
 	usleep(100000);
@@ -672,7 +633,7 @@ TEST_F(atk, ring_resize_under_a_blocked_reader)
 	for (int i = 0; i < 3; i++)
 		ASSERT_EQ(0, madvise(a + i * PAGE, PAGE, MADV_DONTNEED));
 	close(efd2);
-	efd2 = events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
+	efd2 = vamr_events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
 	ASSERT_LE(0, efd2);
 	ASSERT_EQ(2, drain(efd2, ev, 8));
 	EXPECT_EQ((uintptr_t)a, ev[0].addr);
@@ -745,8 +706,8 @@ TEST_F(atk, watcher_exits_while_another_process_holds_its_files)
 
 		if (!a || fd < 0)
 			_exit(1);
-		efd = events_open_ex(fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
-		if (efd < 0 || watch(fd, a + 100, 8 * PAGE - 200, COOKIE, &slot, NULL) || slot)
+		efd = vamr_events_open_ex(fd, VAMR_EVENTS_NONBLOCK, 0, NULL);
+		if (efd < 0 || vamr_watch(fd, a + 100, 8 * PAGE - 200, COOKIE, &slot, NULL) || slot)
 			_exit(2);
 		if (send_fds(sv[1], fd, efd))
 			_exit(3);
@@ -774,10 +735,10 @@ TEST_F(atk, watcher_exits_while_another_process_holds_its_files)
 		EXPECT_EQ(100u, ev[i].addr % PAGE);
 	}
 	EXPECT_EQ(-EPERM, vamr_ioctl(cfd, VAMR_IOC_WATCH_SYNC, &sy));
-	EXPECT_EQ(-EPERM, watch(cfd, &sy, 8, 0, NULL, NULL));
+	EXPECT_EQ(-EPERM, vamr_watch(cfd, &sy, 8, 0, NULL, NULL));
 	EXPECT_EQ(MAP_FAILED, mmap(NULL, PAGE, PROT_READ, MAP_SHARED, cfd, 0));
 	EXPECT_EQ(EPERM, errno);
-	EXPECT_EQ(-EPERM, events_open_ex(cfd, 0, 4, NULL));
+	EXPECT_EQ(-EPERM, vamr_events_open_ex(cfd, 0, 4, NULL));
 	close(cfd);
 	EXPECT_EQ(0, drain(cefd, ev, 8));
 	close(cefd);
