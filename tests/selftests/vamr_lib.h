@@ -226,4 +226,19 @@ static inline int vamr_events_open_ex(int fd, uint32_t flags, uint32_t ring, uin
 	return ret ? ret : o.fd;
 }
 
+/* Every queued record of a non-blocking events file, up to max; the count or -errno. */
+static inline int vamr_drain_events(int efd, struct vamr_event *ev, int max)
+{
+	int n = 0;
+
+	while (n < max) {
+		ssize_t r = read(efd, ev + n, (max - n) * sizeof(*ev));
+
+		if (r < 0)
+			return errno == EAGAIN ? n : -errno;
+		n += r / sizeof(*ev);
+	}
+	return n;
+}
+
 #endif /* VAMR_SELFTEST_LIB_H */

@@ -32,21 +32,6 @@ static int events_open_ex(int fd, uint32_t ring, uint32_t *size)
 	return vamr_events_open_ex(fd, VAMR_EVENTS_NONBLOCK, ring, size);
 }
 
-/* Every queued record (non-blocking events file); the count or -errno. */
-static int drain(int efd, struct vamr_event *ev, int max)
-{
-	int n = 0;
-
-	while (n < max) {
-		ssize_t r = read(efd, ev + n, (max - n) * sizeof(*ev));
-
-		if (r < 0)
-			return errno == EAGAIN ? n : -errno;
-		n += r / sizeof(*ev);
-	}
-	return n;
-}
-
 static const volatile uint64_t *map_gens(int fd)
 {
 	void *p = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, fd, 0);
@@ -89,7 +74,7 @@ FIXTURE_SETUP(mon)
 	self->wlen = 2 * PAGE;
 	ASSERT_EQ(0, vamr_watch(self->fd, self->w, self->wlen, COOKIE, &self->slot, &self->gen));
 	ASSERT_EQ(self->gen, self->gens[self->slot]);
-	ASSERT_EQ(0, drain(self->efd, self->ev, 64));
+	ASSERT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 }
 
 FIXTURE_TEARDOWN(mon)
@@ -110,7 +95,7 @@ FIXTURE_TEARDOWN(mon)
 static int one_record(struct __test_metadata *_metadata, FIXTURE_DATA(mon) *self,
 		      uint32_t kind, const void *addr, uint64_t len)
 {
-	int n = drain(self->efd, self->ev, 64);
+	int n = vamr_drain_events(self->efd, self->ev, 64);
 
 	EXPECT_EQ(1, n) {
 		for (int i = 0; i < n; i++)
@@ -150,7 +135,7 @@ TEST_F(mon, munmap_then_mmap_at_the_same_address)
 	ASSERT_EQ(self->a, mmap(self->a, 4 * PAGE, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
 	touch(self->a, 4 * PAGE);
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 	EXPECT_EQ(self->gen, self->gens[self->slot]);
 }
 
@@ -164,7 +149,7 @@ TEST_F(mon, madv_dontneed)
 	ASSERT_EQ(0, madvise(self->a + PAGE, PAGE, MADV_DONTNEED));
 	ASSERT_EQ(0, one_record(_metadata, self, VAMR_EVENT_CLEAR, self->w, PAGE - 100));
 	ASSERT_EQ(0, madvise(self->a, PAGE, MADV_DONTNEED));
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 	EXPECT_EQ(self->gen, self->gens[self->slot]);
 }
 
@@ -183,7 +168,7 @@ TEST_F(mon, mremap_over_it)
 	b = mmap(NULL, 4 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, b);
 	ASSERT_EQ(b, mremap(self->a, 4 * PAGE, 4 * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, b));
-	ASSERT_EQ(2, drain(self->efd, self->ev, 64));
+	ASSERT_EQ(2, vamr_drain_events(self->efd, self->ev, 64));
 	for (int i = 0; i < 2; i++) {
 		EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_UNMAP, self->ev[i].kind);
 		EXPECT_EQ((uintptr_t)self->w, self->ev[i].addr);
@@ -192,7 +177,7 @@ TEST_F(mon, mremap_over_it)
 	}
 	EXPECT_EQ(self->gen + 2, self->gens[self->slot]);
 	munmap(b, 4 * PAGE);
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 }
 
 /* mmap MAP_FIXED over the watched range: one UNMAP record. */
@@ -233,7 +218,7 @@ TEST_F(mon, faults_protection_and_fork_raise_nothing)
 	 * address, counted, since nothing pins these pages. Pinned pages are copied for the
 	 * child at fork instead, so an MR's pages never see that.) */
 	usleep(100000);
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64))
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64))
 		TH_LOG("kind %#x addr %#llx len %llu", self->ev[0].kind,
 		       (unsigned long long)self->ev[0].addr, (unsigned long long)self->ev[0].len);
 	EXPECT_EQ(g, self->gens[s]);
@@ -265,10 +250,10 @@ TEST_F(mon, no_pin_no_memlock)
 	EXPECT_EQ(lck, vamr_status_kb("VmLck"));
 	/* Watching and touching 1 MiB raised nothing; DONTNEED'd memory is not kept resident
 	 * by the watch, and the DONTNEED of the whole MiB is one record. */
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 	ASSERT_EQ(0, madvise(b, len, MADV_DONTNEED));
 	EXPECT_GT(rss + 64, vamr_status_kb("RssAnon"));
-	ASSERT_EQ(1, drain(self->efd, self->ev, 64));
+	ASSERT_EQ(1, vamr_drain_events(self->efd, self->ev, 64));
 	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, self->ev[0].kind);
 	EXPECT_EQ((uintptr_t)b, self->ev[0].addr);
 	EXPECT_EQ(len, self->ev[0].len);
@@ -293,7 +278,7 @@ TEST_F(mon, overflow_is_reported_and_counters_stay_exact)
 	}
 	EXPECT_EQ(self->gen + 10, self->gens[self->slot]);
 	EXPECT_EQ(self->gen + 10, (uint64_t)vamr_watch_sync(self->fd, self->slot));
-	n = drain(efd, self->ev, 64);
+	n = vamr_drain_events(efd, self->ev, 64);
 	ASSERT_EQ(5, n);
 	for (i = 0; i < 4; i++) {
 		EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, self->ev[i].kind);
@@ -302,11 +287,11 @@ TEST_F(mon, overflow_is_reported_and_counters_stay_exact)
 	EXPECT_EQ(VAMR_EVENT_OVERFLOW, self->ev[4].kind);
 	EXPECT_EQ(6u, self->ev[4].len);
 	/* The other events file reads the same ring: nothing left. */
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 	/* Recovered: the next change is a record again. */
 	self->gen += 10;
 	ASSERT_EQ(0, munmap(self->a, 4 * PAGE));
-	n = drain(efd, self->ev, 64);
+	n = vamr_drain_events(efd, self->ev, 64);
 	ASSERT_EQ(1, n);
 	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_UNMAP, self->ev[0].kind);
 	EXPECT_EQ(self->gen + 1, self->gens[self->slot]);
@@ -374,7 +359,7 @@ TEST_F(mon, unwatch_and_slot_reuse)
 	EXPECT_EQ(-ENOENT, vamr_unwatch(self->fd, self->slot));
 	EXPECT_EQ(-ENOENT, vamr_watch_sync(self->fd, self->slot));
 	ASSERT_EQ(0, munmap(self->a, 4 * PAGE));
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 	EXPECT_EQ(self->gen + 1, self->gens[self->slot]);
 	ASSERT_EQ(self->a, mmap(self->a, 4 * PAGE, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
@@ -407,7 +392,7 @@ TEST_F(mon, bad_input)
 	 * bytes into that page): one record each, clipped to each watch. */
 	ASSERT_EQ(0, vamr_watch(self->fd, self->a + 3 * PAGE - 1, 3, 5, &s, NULL));
 	ASSERT_EQ(0, madvise(self->a + 3 * PAGE, PAGE, MADV_DONTNEED));
-	ASSERT_EQ(2, drain(self->efd, self->ev, 64));
+	ASSERT_EQ(2, vamr_drain_events(self->efd, self->ev, 64));
 	mine = self->ev[0].handle == s ? 0 : 1;
 	EXPECT_EQ((uintptr_t)self->a + 3 * PAGE, self->ev[mine].addr);
 	EXPECT_EQ(2u, self->ev[mine].len);
@@ -452,13 +437,13 @@ TEST_F(mon, watches_die_with_the_file)
 	close(self->fd);
 	ASSERT_EQ(0, madvise(self->a, 4 * PAGE, MADV_DONTNEED));
 	/* Still mapped: the file and its watches live. */
-	EXPECT_EQ(1, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(1, vamr_drain_events(self->efd, self->ev, 64));
 	munmap((void *)self->gens, VAMR_WATCH_MAP_LEN);
 	self->gens = NULL;
 	self->fd = vamr_open();
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, munmap(self->a, 4 * PAGE));
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 }
 
 struct other {
@@ -525,7 +510,7 @@ TEST_F(mon, other_processes_cannot_reach_the_watches)
 	}
 	/* The children's changes were in their own address spaces. */
 	EXPECT_EQ(self->gen, self->gens[self->slot]);
-	EXPECT_EQ(0, drain(self->efd, self->ev, 64));
+	EXPECT_EQ(0, vamr_drain_events(self->efd, self->ev, 64));
 }
 
 TEST_HARNESS_MAIN

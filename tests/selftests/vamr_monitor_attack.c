@@ -33,20 +33,6 @@
 #define MAP_PAGES (VAMR_WATCH_MAP_LEN / PAGE)
 
 
-static int drain(int efd, struct vamr_event *ev, int max)
-{
-	int n = 0;
-
-	while (n < max) {
-		ssize_t r = read(efd, ev + n, (max - n) * sizeof(*ev));
-
-		if (r < 0)
-			return errno == EAGAIN ? n : -errno;
-		n += r / sizeof(*ev);
-	}
-	return n;
-}
-
 static uint8_t *anon(size_t len)
 {
 	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -346,12 +332,12 @@ TEST_F(atk, mapping_and_events_file_outlive_the_descriptor)
 	ASSERT_EQ(0, munmap((void *)g, PAGE));
 	/* The file is gone: its watches too. */
 	ASSERT_EQ(0, munmap(a + 2 * PAGE, PAGE));
-	ASSERT_EQ(1, drain(efd, ev, 8));
+	ASSERT_EQ(1, vamr_drain_events(efd, ev, 8));
 	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_CLEAR, ev[0].kind);
 	EXPECT_EQ((uintptr_t)a, ev[0].addr);
 	EXPECT_EQ(PAGE, ev[0].len);
 	EXPECT_EQ(COOKIE, ev[0].cookie);
-	EXPECT_EQ(0, drain(efd, ev, 8));
+	EXPECT_EQ(0, vamr_drain_events(efd, ev, 8));
 	close(efd);
 	munmap(a, 4 * PAGE);
 }
@@ -393,10 +379,10 @@ TEST_F(atk, wrapping_huge_and_whole_address_space)
 	a = anon(3 * PAGE);
 	ASSERT_NE(NULL, a);
 	ASSERT_EQ(0, vamr_watch(self->fd, NULL, task_size, COOKIE, &slot, &gen));
-	ASSERT_EQ(0, drain(efd, ev, 8));
+	ASSERT_EQ(0, vamr_drain_events(efd, ev, 8));
 	ASSERT_EQ(0, munmap(a + PAGE, 2 * PAGE));
 	EXPECT_EQ(gen + 1, g[slot]);
-	ASSERT_EQ(1, drain(efd, ev, 8));
+	ASSERT_EQ(1, vamr_drain_events(efd, ev, 8));
 	EXPECT_EQ(VAMR_EVENT_WATCH | VAMR_EVENT_UNMAP, ev[0].kind);
 	EXPECT_EQ((uintptr_t)(a + PAGE), ev[0].addr);
 	EXPECT_EQ(2 * PAGE, ev[0].len);
@@ -635,10 +621,10 @@ TEST_F(atk, ring_resize_under_a_blocked_reader)
 	close(efd2);
 	efd2 = vamr_events_open_ex(self->fd, VAMR_EVENTS_NONBLOCK, 1, &size);
 	ASSERT_LE(0, efd2);
-	ASSERT_EQ(2, drain(efd2, ev, 8));
+	ASSERT_EQ(2, vamr_drain_events(efd2, ev, 8));
 	EXPECT_EQ((uintptr_t)a, ev[0].addr);
 	EXPECT_EQ(VAMR_EVENT_OVERFLOW, ev[1].kind);
-	EXPECT_EQ(0, drain(efd2, ev, 8));
+	EXPECT_EQ(0, vamr_drain_events(efd2, ev, 8));
 	close(efd2);
 	close(b.efd);
 	munmap(a, 4 * PAGE);
@@ -719,7 +705,7 @@ TEST_F(atk, watcher_exits_while_another_process_holds_its_files)
 	ASSERT_EQ(0, WEXITSTATUS(status));
 	pfd = (struct pollfd){ .fd = cefd, .events = POLLIN };
 	ASSERT_EQ(1, poll(&pfd, 1, 2000));
-	ret = drain(cefd, ev, 8);
+	ret = vamr_drain_events(cefd, ev, 8);
 	for (int i = 0; i < ret; i++)
 		TH_LOG("record %d: kind %#x addr %#llx len %llu slot %u cookie %#llx", i, ev[i].kind,
 		       (unsigned long long)ev[i].addr, (unsigned long long)ev[i].len, ev[i].handle,
@@ -740,7 +726,7 @@ TEST_F(atk, watcher_exits_while_another_process_holds_its_files)
 	EXPECT_EQ(EPERM, errno);
 	EXPECT_EQ(-EPERM, vamr_events_open_ex(cfd, 0, 4, NULL));
 	close(cfd);
-	EXPECT_EQ(0, drain(cefd, ev, 8));
+	EXPECT_EQ(0, vamr_drain_events(cefd, ev, 8));
 	close(cefd);
 	close(sv[0]);
 }
