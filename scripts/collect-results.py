@@ -342,6 +342,26 @@ def sanitizer_summary(results, console, inj, expected_dumps, sanitizers):
     return "\n".join(out)
 
 
+def time_summary(results, label):
+    """Where a guest's time went, from its "# vamr-uptime <mark> <s>" and
+    "# vamr-time <kind> <name> <s>" lines (scripts/guest/guest-lib.sh), or
+    None: the kernel boot (up to the init script), the marks, and the
+    sections, slowest first."""
+    marks = re.findall(r"^# vamr-uptime (\S+) (\d+(?:\.\d+)?)$", results, re.M)
+    secs = [(name, float(t)) for _kind, name, t in
+            re.findall(r"^# vamr-time (\S+) (\S+) (\d+(?:\.\d+)?)$", results, re.M)]
+    if not marks and not secs:
+        return None
+    line = f"{label} time (guest clock):"
+    if marks:
+        line += " " + ", ".join(f"{m} at {float(t):.0f}s" for m, t in marks)
+    if secs:
+        top = sorted(secs, key=lambda x: -x[1])
+        line += (f"; {len(secs)} sections {sum(t for _, t in secs):.0f}s, slowest: "
+                 + ", ".join(f"{n} {t:.0f}s" for n, t in top[:8]))
+    return line
+
+
 MPI_HEADS = {"stock": "stock MRs", "va_mr": "VA MRs (va_mr=1)", "preload": "VA MRs (LD_PRELOAD)"}
 
 
@@ -456,6 +476,10 @@ def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
     if pair_rc is not None and pair_rc != 0:
         broken.append(f"the two-node run ended with status {pair_rc}"
                       + (" (watchdog timeout)" if pair_rc == 124 else ""))
+    for node in ("a", "b"):
+        t = time_summary(texts[node], f"node {node}")
+        if t:
+            print(t)
     return texts["a"]
 
 
@@ -591,6 +615,9 @@ def main():
     for table in (mpi_table(pair_results), remote_table(pair_results), outcome_table(results)):
         if table:
             print(table)
+    t = time_summary(results, "one-node guest") if single else None
+    if t:
+        print(t)
     summary = sanitizer_summary(results, console, inj, expected_dumps, sanitizers)
     if summary:
         print(summary)

@@ -4,8 +4,11 @@
 # Build cache, kept outside the work tree so a fresh clone reuses it.
 : "${VAMR_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/vamr}"
 export VAMR_CACHE
+# The work tree.
+VAMR_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export VAMR_TOP
 # Build outputs and guest logs of this work tree (VAMR_BUILD overrides).
-: "${VAMR_BUILD:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build}"
+: "${VAMR_BUILD:=$VAMR_TOP/build}"
 export VAMR_BUILD
 export PATH="$HOME/.cargo/bin:$PATH"
 export LIBCLANG_PATH=/usr/lib/llvm-19/lib
@@ -24,3 +27,93 @@ kbuild_llvm_args() {
 
 log() { printf '[vamr] %s\n' "$*" >&2; }
 die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }
+
+# The guests (scripts/run-guest.sh, scripts/run-pair.sh) boot the test kernel
+# on the host's root file system, read-only over virtio-9p, with the run
+# directory of the boot as a second, writable 9p share (tag vamrrun); their
+# init scripts are scripts/guest/init and node-init, on
+# scripts/guest/guest-lib.sh.
+
+# stage_guest_modules KDIR RUNDIR: the modules a guest loads, in
+# RUNDIR/modroot/lib/modules/<release>: KDIR's own (the stock rdma_rxe in
+# kernel/), vamr.ko and the kapi test module in extra/, the patched rdma_rxe
+# (scripts/build-rxe.sh) in updates/, which modprobe prefers; depmod run there.
+stage_guest_modules() {
+	local kdir=$1 root=$2/modroot kver mods
+	kver=$(cat "$kdir/include/config/kernel.release")
+	mods=$root/lib/modules/$kver
+	rm -rf "$root"
+	mkdir -p "$root/lib/modules"
+	cp -a "$kdir/.modinst/lib/modules/$kver" "$root/lib/modules/"
+	rm -f "$mods/build" "$mods/source"
+	mkdir -p "$mods/extra" "$mods/updates"
+	cp "$VAMR_TOP/vamr.ko" "$mods/extra/"
+	if [ -f "$VAMR_TOP/tests/kapi/vamr_api_test.ko" ]; then
+		cp "$VAMR_TOP/tests/kapi/vamr_api_test.ko" "$mods/extra/"
+	fi
+	cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/updates/"
+	depmod -b "$root" "$kver"
+	grep -q '^updates/rdma_rxe.ko:.*extra/vamr.ko' "$mods/modules.dep" ||
+		die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"
+}
+
+# guest_env KDIR RUNDIR [DIR...]: RUNDIR/guest.env, read by the guest
+# (guest-lib.sh). The work tree, the build directory and the DIRs must be
+# outside what the guest covers with tmpfs (/tmp, /var/tmp, /run, /dev).
+guest_env() {
+	local d
+	for d in "$VAMR_TOP" "$VAMR_BUILD" "${@:3}"; do
+		case "$(realpath -m "$d")/" in
+		/tmp/* | /var/tmp/* | /run/* | /dev/*)
+			die "$d is under /tmp, /var/tmp, /run or /dev, which the guests cover with tmpfs: use another directory" ;;
+		esac
+	done
+	cat >"$2/guest.env" <<EOT
+VAMR_TOP=$VAMR_TOP
+VAMR_BUILD=$VAMR_BUILD
+VAMR_KVER=$(cat "$1/include/config/kernel.release")
+export VAMR_TOP VAMR_BUILD VAMR_KVER
+EOT
+}
+
+# Mount options of the host root in the guest: read-only, so cache=loose
+# (the guest caches file data and metadata and never asks the host again) is
+# safe for the life of a boot; the run directory (shared, written by both
+# sides) is mounted without a cache by guest-lib.sh.
+VAMR_ROOTFLAGS=${VAMR_ROOTFLAGS:-trans=virtio,version=9p2000.L,msize=262144,cache=loose}
+
+# guest_qemu TIMEOUT KDIR INIT RUNDIR NODELOGDIR APPEND QEMU-ARGS...: exec
+# QEMU, killed after TIMEOUT seconds (timeout(1): status 124), on KDIR's kernel with the host root (init: INIT, a script of the work tree),
+# RUNDIR as the share "vamrrun", the console on NODELOGDIR/console.log
+# (ttyS0) and the sections on NODELOGDIR/results.log (ttyS1), QEMU's stderr in
+# NODELOGDIR/qemu.log; APPEND goes to the kernel command line. TCG unless
+# VAMR_ACCEL=kvm (the caller's choice; written to NODELOGDIR/accel).
+guest_qemu() {
+	local tmo=$1 kdir=$2 init=$3 run=$4 nlog=$5 append=$6 accel_opts
+	shift 6
+	if [ "${VAMR_ACCEL:-tcg}" = kvm ]; then
+		accel_opts=(-accel kvm -cpu host)
+	else
+		accel_opts=(-accel tcg,thread=multi -cpu max)
+	fi
+	exec timeout -k 10 "$tmo" qemu-system-x86_64 "${accel_opts[@]}" \
+		-kernel "$kdir/arch/x86/boot/bzImage" \
+		-append "console=ttyS0 panic=-1 oops=panic root=/dev/root rootfstype=9p rootflags=$VAMR_ROOTFLAGS ro init=$init $append" \
+		-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
+		-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
+		-fsdev local,id=run,path="$run",security_model=none,multidevs=remap \
+		-device virtio-9p-pci,fsdev=run,mount_tag=vamrrun \
+		-display none -monitor none -no-reboot \
+		-serial "file:$nlog/console.log" -serial "file:$nlog/results.log" \
+		"$@" </dev/null 2>"$nlog/qemu.log"
+}
+
+# check_guest_kernel KDIR: the options the guests need (virtio, 9p root,
+# overlay; scripts/kconfig/vamr-test.config), and sshd for the nodes.
+check_guest_kernel() {
+	local opt
+	for opt in VIRTIO_PCI VIRTIO_NET NET_9P_VIRTIO 9P_FS OVERLAY_FS UNIX98_PTYS; do
+		grep -qx "CONFIG_$opt=y" "$1/.config" ||
+			die "$1 lacks CONFIG_$opt=y: rebuild it with scripts/build-kernel.sh (scripts/kconfig/vamr-test.config)"
+	done
+}

@@ -57,10 +57,10 @@ log "building selftests and examples"
 make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
 make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
 make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
-# vamrctl, installed in the guest image as /usr/bin/vamrctl (build-initramfs.sh).
+# vamrctl: first on PATH in the test guest (scripts/guest/init).
 make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
-# libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs), installed in
-# the guest image as /usr/local/lib/libvamr-preload.so.
+# libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs); the guests
+# use it from the build directory (VAMR_PRELOAD of scripts/guest/init).
 make -s -C "$top/tools/preload" OUT="$VAMR_BUILD/tools" >&2
 # The two-node programs (scripts/run-pair.sh): the MPI program, built with
 # Debian's Open MPI, and rdma_remote (rdma_cm).

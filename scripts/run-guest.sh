@@ -1,49 +1,68 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Boot the test kernel with an initramfs under QEMU, with no NIC, and wait
-# for it under a watchdog.
+# Boot the test kernel on the host's user space under QEMU, with no NIC, run
+# the programs of a directory in it, and wait for it under a watchdog.
 #
-# usage: run-guest.sh KDIR INITRAMFS MODE LOGDIR
-#   MODE    test | demo (passed to the guest's /init as vamr_guest_mode=)
-#   LOGDIR  receives console.log (kernel console, ttyS0), results.log (ttyS1),
-#           qemu.log (QEMU's own stderr) and accel (the accelerator used)
+# usage: run-guest.sh KDIR MODE PROGDIR LOGDIR
+#   MODE     test | demo (passed to the guest's init as vamr_guest_mode=):
+#            test runs the set-up, every program of PROGDIR as a TAP section,
+#            the KUnit collection, the unload phase and the stock-rxe
+#            baseline (scripts/guest/init); demo runs each program of PROGDIR
+#            as a demo section
+#   PROGDIR  the programs (the selftests build, the examples, the benchmark)
+#   LOGDIR   receives console.log (kernel console, ttyS0), results.log
+#            (ttyS1), qemu.log (QEMU's own stderr), accel (the accelerator
+#            used) and run/, the guest's run directory (guest.env, the staged
+#            modules, sanitize.conf)
 #
-# Accelerator: TCG unless VAMR_ACCEL=kvm (or auto: KVM when /dev/kvm is usable
-# and the KVM boot gets through, else TCG). VAMR_TIMEOUT (seconds, default
-# 900) bounds each boot. VAMR_KERNEL_ARGS, when set, is appended to the
-# kernel command line (test.sh --sanitize: kasan_multi_shot; scripts/soak.sh:
-# vamr_fuzz_seconds=N, read by the guest's /init). Exit status:
-# 0 when the guest reached its end marker, 124 on a watchdog timeout, 1
-# otherwise.
+# The guest runs KDIR's kernel on the host's root file system, read-only over
+# virtio-9p (mount tag /dev/root, init scripts/guest/init; scripts/lib.sh,
+# guest_qemu), the way virtme-ng boots the host's user space, with tmpfs
+# where it writes: any program installed on the host runs there unchanged.
+# Its modules are KDIR's, vamr.ko, the kapi test module and the patched
+# rdma_rxe, staged in LOGDIR/run/modroot (stage_guest_modules).
+#
+# VAMR_GUEST_CONF: a file copied into the run directory as sanitize.conf
+# (test.sh --sanitize: the fault-injection settings; the guest then runs the
+# sanitizer phases). Accelerator: TCG unless VAMR_ACCEL=kvm (or auto: KVM
+# when /dev/kvm is usable and the KVM boot gets through, else TCG).
+# VAMR_TIMEOUT (seconds, default 900) bounds each boot. VAMR_KERNEL_ARGS,
+# when set, is appended to the kernel command line (test.sh --sanitize:
+# kasan_multi_shot; scripts/soak.sh: vamr_fuzz_seconds=N, read by the guest's
+# init). Exit status: 0 when the guest reached its end marker, 124 on a
+# watchdog timeout, 1 otherwise.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
-kdir=$1 initrd=$2 mode=$3 logdir=$4
+[ $# = 4 ] || die "usage: run-guest.sh KDIR MODE PROGDIR LOGDIR"
+kdir=$1 mode=$2 progdir=$(realpath "$3") logdir=$4
 timeout_s=${VAMR_TIMEOUT:-900}
+check_guest_kernel "$kdir"
+[ -d "$progdir" ] || die "no directory $progdir"
 mkdir -p "$logdir"
+run=$(realpath "$logdir")/run
+rm -rf "$run"
+mkdir -p "$run"
+stage_guest_modules "$kdir" "$run"
+guest_env "$kdir" "$run" "$progdir"
+printf 'VAMR_PROGS=%q\nexport VAMR_PROGS\n' "$progdir" >>"$run/guest.env"
+if [ -n "${VAMR_GUEST_CONF:-}" ]; then
+	cp "$VAMR_GUEST_CONF" "$run/sanitize.conf"
+fi
 
 boot() { # accel timeout-seconds
-	local accel=$1 tmo=$2 accel_opts
-	if [ "$accel" = kvm ]; then
-		accel_opts=(-accel kvm -cpu host)
-	else
-		accel_opts=(-accel tcg,thread=multi -cpu max)
-	fi
+	local accel=$1 tmo=$2
 	rm -f "$logdir"/console.log "$logdir"/results.log
 	echo "$accel" >"$logdir/accel"
 	log "booting the test kernel ($accel, mode $mode, watchdog ${tmo}s)"
 	local rc=0
 	# The group's stderr also takes bash's report of a QEMU killed by a signal.
-	{ timeout -k 10 "$tmo" qemu-system-x86_64 \
-		"${accel_opts[@]}" -smp 2 -m 2G \
-		-kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initrd" \
-		-append "console=ttyS0 panic=-1 oops=panic numa=fake=2 vamr_guest_mode=$mode${VAMR_KERNEL_ARGS:+ $VAMR_KERNEL_ARGS}" \
-		-nic none -display none -monitor none -no-reboot \
-		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
-		</dev/null; } 2>"$logdir/qemu.log" || rc=$?
+	(VAMR_ACCEL=$accel guest_qemu "$tmo" "$kdir" "$VAMR_TOP/scripts/guest/init" "$run" "$logdir" \
+		"numa=fake=2 vamr_guest_mode=$mode${VAMR_KERNEL_ARGS:+ $VAMR_KERNEL_ARGS}" \
+		-smp 2 -m 2G -nic none) 2>>"$logdir/qemu.log" || rc=$?
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 		log "watchdog: the guest did not finish within ${tmo}s"
 		return 124

@@ -31,30 +31,15 @@ top=$(cd "$here/.." && pwd)
 [ $# = 4 ] || die "usage: run-pair.sh KDIR LOGDIR CMD_A CMD_B"
 kdir=$1 logdir=$2 cmd_a=$3 cmd_b=$4
 timeout_s=${VAMR_TIMEOUT:-900}
-kver=$(cat "$kdir/include/config/kernel.release")
-for opt in VIRTIO_PCI VIRTIO_NET NET_9P_VIRTIO 9P_FS OVERLAY_FS UNIX98_PTYS; do
-	grep -qx "CONFIG_$opt=y" "$kdir/.config" ||
-		die "$kdir lacks CONFIG_$opt=y: rebuild it with scripts/build-kernel.sh (scripts/kconfig/vamr-test.config)"
-done
+check_guest_kernel "$kdir"
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || die "sshd missing: run scripts/setup-host.sh"
-
-# The modules the nodes load: the kernel's, vamr.ko, the patched rdma_rxe.
-modroot="$VAMR_BUILD/pair-root"
-mods="$modroot/lib/modules"
-rm -rf "$modroot"
-mkdir -p "$mods"
-cp -a "$kdir/.modinst/lib/modules/$kver" "$mods/"
-rm -f "$mods/$kver/build" "$mods/$kver/source"
-mkdir -p "$mods/$kver/extra" "$mods/$kver/updates"
-cp "$top/vamr.ko" "$mods/$kver/extra/"
-cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/$kver/updates/"
-depmod -b "$modroot" "$kver"
-grep -q '^updates/rdma_rxe.ko:.*extra/vamr.ko' "$mods/$kver/modules.dep" ||
-	die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"
 
 rm -rf "$logdir"
 mkdir -p "$logdir/a" "$logdir/b" "$logdir/run/flags" "$logdir/run/ssh" "$logdir/run/out"
+logdir=$(realpath "$logdir")
 run=$logdir/run
+# The modules the nodes load: the kernel's, vamr.ko, the patched rdma_rxe.
+stage_guest_modules "$kdir" "$run"
 # Per-run keys: the nodes' host key and root's login key.
 ssh-keygen -q -t ed25519 -N '' -C "vamr-pair-host" -f "$run/ssh/ssh_host_ed25519_key"
 ssh-keygen -q -t ed25519 -N '' -C "vamr-pair-root" -f "$run/ssh/id_ed25519"
@@ -62,53 +47,36 @@ ssh-keygen -q -t ed25519 -N '' -C "vamr-pair-root" -f "$run/ssh/id_ed25519"
 	echo "nodea,10.11.0.1 $(cat "$run/ssh/ssh_host_ed25519_key.pub")"
 	echo "nodeb,10.11.0.2 $(cat "$run/ssh/ssh_host_ed25519_key.pub")"
 } >"$run/ssh/known_hosts"
-cat >"$run/pair.env" <<EOF
-VAMR_TOP=$top
-VAMR_BUILD=$VAMR_BUILD
-VAMR_KVER=$kver
+guest_env "$kdir" "$run"
+cat >>"$run/guest.env" <<EOF
 VAMR_NODE_a=nodea
 VAMR_NODE_b=nodeb
 VAMR_IP_a=10.11.0.1
 VAMR_IP_b=10.11.0.2
-export VAMR_TOP VAMR_BUILD VAMR_KVER VAMR_NODE_a VAMR_NODE_b VAMR_IP_a VAMR_IP_b
+export VAMR_NODE_a VAMR_NODE_b VAMR_IP_a VAMR_IP_b
 EOF
 # Settings of the two-node tests (tests/pair/node-a.sh) pass through.
 for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB; do
 	if [ -n "${!v:-}" ]; then
-		printf '%s=%q\nexport %s\n' "$v" "${!v}" "$v" >>"$run/pair.env"
+		printf '%s=%q\nexport %s\n' "$v" "${!v}" "$v" >>"$run/guest.env"
 	fi
 done
 printf '%s\n' "$cmd_a" >"$run/cmd_a.sh"
 printf '%s\n' "$cmd_b" >"$run/cmd_b.sh"
 
-accel=${VAMR_ACCEL:-tcg}
-if [ "$accel" = kvm ]; then
-	accel_opts=(-accel kvm -cpu host)
-else
-	accel_opts=(-accel tcg,thread=multi -cpu max)
-fi
 # The link: each end a unix datagram socket, sending to the other one.
 sock_a=$logdir/link-a.sock sock_b=$logdir/link-b.sock
 rm -f "$sock_a" "$sock_b"
 
 boot() { # node mac local-socket remote-socket
 	local node=$1 mac=$2 lsock=$3 rsock=$4
-	exec timeout -k 10 "$timeout_s" qemu-system-x86_64 \
-		"${accel_opts[@]}" -smp 1 -m 1536M \
-		-kernel "$kdir/arch/x86/boot/bzImage" \
-		-append "console=ttyS0 panic=-1 oops=panic root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144 ro init=$top/scripts/guest/node-init vamr_node=$node" \
-		-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
-		-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
-		-fsdev local,id=run,path="$run",security_model=none,multidevs=remap \
-		-device virtio-9p-pci,fsdev=run,mount_tag=vamrrun \
+	guest_qemu "$timeout_s" "$kdir" "$top/scripts/guest/node-init" "$run" "$logdir/$node" "vamr_node=$node" \
+		-smp 1 -m 1536M \
 		-netdev dgram,id=link,local.type=unix,local.path="$lsock",remote.type=unix,remote.path="$rsock" \
-		-device virtio-net-pci,netdev=link,mac="$mac" \
-		-nic none -display none -monitor none -no-reboot \
-		-serial "file:$logdir/$node/console.log" -serial "file:$logdir/$node/results.log" \
-		</dev/null 2>"$logdir/$node/qemu.log"
+		-device virtio-net-pci,netdev=link,mac="$mac" -nic none
 }
 
-log "booting the two nodes ($accel, watchdog ${timeout_s}s): logs in $logdir"
+log "booting the two nodes (${VAMR_ACCEL:-tcg}, watchdog ${timeout_s}s): logs in $logdir"
 t0=$SECONDS
 # QEMU binds each local socket when it starts; the first datagrams of the
 # other guest may be lost until then (nothing is sent before both booted).

@@ -2,17 +2,21 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install, idempotently, everything the host needs to build the vamr test
-# kernel, the module and the guest image, and fetch the kernel source.
+# kernel and the module and to run the guests, and fetch the kernel source.
 #
-# - Debian packages (build tools, libclang-19, rdma-core user space, busybox,
-#   dkms for the packaging checks of scripts/host-checks.sh), and the user
-#   space the node guests of scripts/run-pair.sh run from the host's root:
-#   Open MPI (openmpi-bin, libopenmpi-dev), UCX (libucx0, ucx-utils),
-#   libfabric-bin, python3-pyverbs, rdmacm-utils (rping), librdmacm-dev,
-#   openssh-server/-client (mpirun starts the remote rank over ssh). All from
-#   bookworm. virtme-ng is not installed: Debian has it only in sid, where it
-#   would pull sid's libc; run-pair.sh boots the host's root over 9p the way
-#   virtme-ng does instead.
+# - Debian packages: build tools, libclang-19, dkms for the packaging checks
+#   of scripts/host-checks.sh, and the user space every guest runs from the
+#   host's root (scripts/run-guest.sh, scripts/run-pair.sh): rdma-core
+#   (libibverbs, the rxe provider, ibverbs-utils), iproute2 (ip, rdma), kmod
+#   (modprobe; depmod on the host), util-linux and mount (mount, mkswap,
+#   swapon), busybox-static (the guests power off with its reboot -f),
+#   perftest, and for the nodes Open MPI (openmpi-bin, libopenmpi-dev), UCX
+#   (libucx0, ucx-utils), libfabric-bin, python3-pyverbs, rdmacm-utils
+#   (rping), librdmacm-dev, openssh-server/-client (mpirun starts the remote
+#   rank over ssh). All from bookworm. virtme-ng is not installed: Debian has
+#   it only in sid, where it would pull sid's libc; the guests boot the
+#   host's root over 9p the way virtme-ng does instead (scripts/lib.sh,
+#   guest_qemu).
 # - qemu-system-x86 from bookworm-backports (apt preference priority 100).
 # - trixie-backports and sid, pinned at priority 1 so nothing installed is
 #   ever upgraded from them; used only to `apt-get download linux-source-7.3`.
@@ -98,7 +102,7 @@ EOT
 install_debs() {
 	local pkgs=(build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 		libclang-19-dev rdma-core libibverbs-dev ibverbs-utils
-		ibverbs-providers perftest iproute2 busybox-static python3 xz-utils
+		ibverbs-providers perftest iproute2 busybox-static util-linux mount python3 xz-utils
 		pahole dkms
 		openmpi-bin libopenmpi-dev libucx0 ucx-utils libfabric-bin python3-pyverbs
 		rdmacm-utils librdmacm-dev openssh-server openssh-client)

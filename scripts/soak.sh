@@ -38,10 +38,8 @@ kdir=$("$here/prepare.sh")
 testdir="$VAMR_BUILD/soak-tests"
 logdir="$VAMR_BUILD/logs/soak"
 rm -rf "$testdir"
-mkdir -p "$testdir" "$VAMR_BUILD/nodemo"
+mkdir -p "$testdir"
 cp "$VAMR_BUILD/selftests/rdma_fuzz" "$testdir/"
-"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-soak.cpio.gz" \
-	"$testdir" "$VAMR_BUILD/nodemo"
 
 seconds=$((minutes * 60))
 # (run-guest.sh boots with numa=fake=2: the fuzzer's move_pages() migrates pages.)
@@ -52,7 +50,7 @@ export VAMR_KERNEL_ARGS="$append"
 export VAMR_TIMEOUT=${VAMR_TIMEOUT:-$((seconds + 600))}
 log "soak: $minutes min of rdma_fuzz ($append), watchdog ${VAMR_TIMEOUT}s"
 guest_rc=0
-"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-soak.cpio.gz" test "$logdir" || guest_rc=$?
+"$here/run-guest.sh" "$kdir" test "$testdir" "$logdir" || guest_rc=$?
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 
 # What the fuzzer said besides its progress lines: seed, violations, hangs,

@@ -40,26 +40,30 @@ done
 if [ "$sanitize" = 0 ]; then
 	kdir=$("$here/prepare.sh")
 	logdir="$VAMR_BUILD/logs/test"
-	mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
-	"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" \
-		"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo"
 	# Host-side checks (packaging: dkms, make install): a TAP section "host",
 	# added to the guest's results so that the collector counts it too.
 	mkdir -p "$logdir"
+	t_start=$SECONDS
 	log "host checks (dkms build, make install): $logdir/host-checks.log"
 	"$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
 		[ -s "$logdir/host.tap" ] || printf '### BEGIN tap host\n### END tap host rc=1\n' >"$logdir/host.tap"
+	t_host=$((SECONDS - t_start))
 	guest_rc=0
-	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-test.cpio.gz" test "$logdir" || guest_rc=$?
+	t1=$SECONDS
+	"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || guest_rc=$?
+	t_guest=$((SECONDS - t1))
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 	cat "$logdir/host.tap" >>"$logdir/results.log"
 	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
 	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
 	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}
 	pair_rc=0
+	t1=$SECONDS
 	VAMR_PAIR_TESTS=$pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-1200} \
 		"$here/run-pair.sh" "$kdir" "$VAMR_BUILD/logs/pair" \
 		". $top/tests/pair/node-a.sh" ". $top/tests/pair/node-b.sh" || pair_rc=$?
+	t_pair=$((SECONDS - t1))
+	log "times: prepare ${t_start}s, host checks ${t_host}s, one-node guest ${t_guest}s, two nodes ${t_pair}s, total $SECONDS s"
 	# Expected sections: the selftests' programs, shell tests (TEST_PROGS)
 	# included, the host checks, and the two-node sections.
 	tests="$(make -s -C "$top/tests/selftests" list) host"
@@ -72,11 +76,9 @@ t0=$SECONDS
 kdir=$("$here/prepare.sh" --sanitize)
 t_build=$((SECONDS - t0))
 logdir="$VAMR_BUILD/logs/sanitize"
-extra="$VAMR_BUILD/guest-sanitize"
-mkdir -p "$VAMR_BUILD" "$VAMR_BUILD/nodemo"
-rm -rf "$extra"
+conf="$VAMR_BUILD/sanitize.conf"
+mkdir -p "$VAMR_BUILD"
 fault_programs=${VAMR_FAULT_PROGRAMS:-vamr_query vamr_region vamr_events vamr_limits vamr_api rdma_va}
-mkdir -p "$extra/etc/vamr"
 # vamr.ko's executable sections (name, size) for the fault-injection address
 # filter; the guest adds their load addresses from /sys/module/vamr/sections.
 sections=""
@@ -87,20 +89,18 @@ while read -r name _type _addr _off size _es flags _rest; do
 done < <(readelf -SW "$top/vamr.ko" | sed -n 's/^ *\[ *[0-9]*\] //p')
 [ -n "$sections" ] || die "no executable section found in $top/vamr.ko"
 {
-	echo "# Written by scripts/test.sh --sanitize; read by the guest's /init."
+	echo "# Written by scripts/test.sh --sanitize; read by the guest's init (scripts/guest/init)."
 	echo "FAULT_MODULE=vamr"
 	echo "FAULT_TEXT_SECTIONS=\"${sections% }\""
 	echo "FAULT_PROGRAMS=\"$fault_programs\""
 	echo "FAULT_INTERVAL=${VAMR_FAULT_INTERVAL:-7}"
 	echo "FAULT_TIMES=1000000"
-} >"$extra/etc/vamr/sanitize.conf"
-"$here/build-initramfs.sh" "$kdir" "$VAMR_BUILD/initramfs-sanitize.cpio.gz" \
-	"$VAMR_BUILD/selftests" "$VAMR_BUILD/nodemo" "$extra"
+} >"$conf"
 t1=$SECONDS
 guest_rc=0
 # kasan_multi_shot: every KASAN report, not only the first one.
-VAMR_TIMEOUT=${VAMR_TIMEOUT:-3600} VAMR_KERNEL_ARGS="kasan_multi_shot" \
-	"$here/run-guest.sh" "$kdir" "$VAMR_BUILD/initramfs-sanitize.cpio.gz" test "$logdir" || guest_rc=$?
+VAMR_TIMEOUT=${VAMR_TIMEOUT:-3600} VAMR_KERNEL_ARGS="kasan_multi_shot" VAMR_GUEST_CONF="$conf" \
+	"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || guest_rc=$?
 t_guest=$((SECONDS - t1))
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 rc=0

@@ -1,26 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
 # Helpers for the commands of a node guest (scripts/guest/node-init sources
 # this before the node's command). Sourced, not run. Output for the host goes
-# to file descriptor 3 (ttyS1), in sections:
-#   ### BEGIN <kind> <name> / ... / ### END <kind> <name> rc=<exit code>
-# The run directory $VAMR_RUN is shared by both nodes (9p, read-write): the
-# nodes meet through flag files there, never through the network.
+# to file descriptor 3 (ttyS1), in the sections of scripts/guest/guest-lib.sh
+# (run_tap). The run directory $VAMR_RUN is shared by both nodes (9p,
+# read-write): the nodes meet through flag files there, never through the
+# network.
 
-VAMR_RUN=/run/vamr
-export VAMR_RUN
-
-out() { echo "$@" >&3; }
-
-# run_tap kind name command...: the command's output as one section.
-run_tap() {
-	_kind=$1 _name=$2
-	shift 2
-	out "### BEGIN $_kind $_name"
-	"$@" >&3 2>&1
-	_rc=$?
-	out "### END $_kind $_name rc=$_rc"
-	return $_rc
-}
+# out, run_tap, VAMR_RUN: scripts/guest/guest-lib.sh.
+. "$VAMR_TOP/scripts/guest/guest-lib.sh"
 
 # flag NAME: tell the other node NAME happened.
 flag() { : >"$VAMR_RUN/flags/$1"; }
@@ -36,17 +23,28 @@ wait_flag() {
 	done
 }
 
+# cm_listening PORT [seconds]: wait (default 60 s) until an rdma_cm id of
+# this node listens on PORT (rdma resource show cm_id: "state LISTEN ...
+# src-addr ADDR:PORT"); status 1 on timeout. Node a starts a server on node b
+# with on_b "server & cm_listening PORT": on_b returns once the server is
+# ready, instead of after a fixed sleep.
+cm_listening() {
+	_n=$((${2:-60} * 20))
+	until rdma resource show cm_id 2>/dev/null | grep -Eq "state LISTEN .*:$1( |\$)"; do
+		_n=$((_n - 1))
+		[ "$_n" -gt 0 ] || { echo "# cm_listening: nothing listens on port $1" >&2; return 1; }
+		sleep 0.05
+	done
+}
+
 # roce_v2_gid_index DEV PREFIX: the index, in port 1's GID table of DEV, of
 # the first RoCE v2 GID that starts with PREFIX (sysfs notation). Found in the
 # table, never assumed: the kernel fills it in the order the netdev's
 # addresses appear (on the nodes: IPv6 link-local, then the IPv4 address).
 roce_v2_gid_index() {
-	for _g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		_i=${_g##*/}
-		case "$(cat "$_g" 2>/dev/null)" in
-		"$2"*) ;;
-		*) continue ;;
-		esac
+	# One grep over the table (1024 entries on rxe), not a process per entry.
+	for _i in $(grep -l "^$2" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null |
+		sed 's|.*/||' | sort -n); do
 		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$_i" 2>/dev/null)" = "RoCE v2" ] ||
 			continue
 		echo "$_i"
@@ -68,13 +66,11 @@ roce_v2_link_local_gid_index() { roce_v2_gid_index "$1" fe80:0000:0000:0000:; }
 # gid_table DEV: the non-empty entries of port 1's GID table, one a line:
 # index, GID, type, netdev.
 gid_table() {
-	for _g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		_i=${_g##*/}
-		_v=$(cat "$_g" 2>/dev/null) || continue
-		[ "$_v" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
+	grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$' /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null |
+		sed 's|^.*/gids/\([0-9]*\):|\1 |' | sort -n | while read -r _i _v; do
 		echo "$_i $_v $(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$_i" 2>/dev/null)" \
 			"$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/ndevs/"$_i" 2>/dev/null)"
-	done | sort -n
+	done
 }
 
 # serve_commands: node b's loop: run the commands node a drops into

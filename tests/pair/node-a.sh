@@ -180,8 +180,10 @@ mpi_remap() {
 
 rping_test() {
 	echo "TAP version 13"
-	on_b "timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &"
-	sleep 2
+	# (rping's default port: 7174)
+	on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
+		timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &
+		cm_listening 7174"
 	rc=0
 	timeout 120 rping -c -a "$VAMR_IP_b" -C 10 -S 4096 -V >/tmp/rping_c.out 2>&1 || rc=$?
 	sed 's/^/# /' /tmp/rping_c.out | cut -c1-200 | tail -n 5
@@ -197,8 +199,10 @@ rping_test() {
 perftest_test() {
 	echo "TAP version 13"
 	echo "# ib_write_bw -R (rdma_cm), 200 iterations of 64 KiB; bandwidth under TCG is not a measurement"
-	on_b "timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &"
-	sleep 3
+	# (perftest's default port: 18515)
+	on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
+		timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &
+		cm_listening 18515"
 	rc=0
 	timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 "$VAMR_IP_b" >/tmp/bw_c.out 2>&1 || rc=$?
 	sed 's/^/# /' /tmp/bw_c.out | tail -n 6
@@ -230,8 +234,9 @@ rdma_remote_test() {
 		env="" arg=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
 		[ "$mode" = va ] && arg=va
-		on_b "$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port >/tmp/rdma_remote_$mode.out 2>&1 </dev/null &"
-		sleep 2
+		on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
+			$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port >/tmp/rdma_remote_$mode.out 2>&1 </dev/null &
+			cm_listening $port"
 		want=va
 		[ "$mode" = stock ] && want=normal
 		[ "$mode" = stock ] && [ "${VAMR_PAIR_BREAK:-0}" = 1 ] && want=va
@@ -260,6 +265,11 @@ rdma_remote_test() {
 
 run_tap demo gid_table_a gid_table rxe0
 if wait_flag ready_b 600; then
+	# One ssh connection to node b for the whole run (ControlMaster of
+	# node-init's ssh configuration): the ssh sessions of pair_link and of
+	# mpirun go through it instead of logging in each time.
+	ssh -fN -o ControlMaster=yes "$VAMR_NODE_b" </dev/null >/dev/null 2>&1 ||
+		out "# node a: no ssh master connection to $VAMR_NODE_b (each ssh logs in)"
 	for t in ${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}; do
 		case "$t" in
 		pair_link) run_tap tap pair_link pair_link ;;
