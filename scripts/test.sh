@@ -6,12 +6,14 @@
 # kselftest-style programs in the guest, and print one line per test and
 #   N passed, N failed, N skipped
 # Exit status 0 only when everything passed and the kernel log is clean.
-# Before the guest, the host-side packaging checks (scripts/host-checks.sh:
-# dkms build and install against the test kernel tree, make install, all into
-# scratch directories) run; their results are the section "host" (host.*).
-# Logs: build/logs/test/{console,results,qemu,host-checks}.log
-# Then the two-node tests (scripts/run-pair.sh, tests/pair/node-a.sh and
-# node-b.sh; Documentation/two-nodes.rst): section "two-node" (pair.*), logs in
+# At the same time as the guest (VAMR_SERIAL=1: one after the other), the
+# host-side packaging checks (scripts/host-checks.sh: dkms build and install
+# against the test kernel tree, make install, all into scratch directories)
+# run; their results are the section "host" (host.*). Logs:
+# build/logs/test/{console,results,qemu,host-checks}.log, and times (what
+# each part took). Also at the same time, the two-node tests
+# (scripts/run-pair.sh, tests/pair/node-a.sh and node-b.sh;
+# Documentation/two-nodes.rst): section "two-node" (pair.*), logs in
 # build/logs/pair/{a,b}/. VAMR_PAIR_TESTS selects their sections (default: all),
 # VAMR_PAIR_BREAK=1 inverts the stock-MR expectation (the run must fail).
 #
@@ -39,36 +41,71 @@ done
 
 if [ "$sanitize" = 0 ]; then
 	kdir=$("$here/prepare.sh")
+	t_prepare=$SECONDS
 	logdir="$VAMR_BUILD/logs/test"
-	# Host-side checks (packaging: dkms, make install): a TAP section "host",
-	# added to the guest's results so that the collector counts it too.
+	pairlog="$VAMR_BUILD/logs/pair"
 	mkdir -p "$logdir"
-	t_start=$SECONDS
-	log "host checks (dkms build, make install): $logdir/host-checks.log"
-	"$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
-		[ -s "$logdir/host.tap" ] || printf '### BEGIN tap host\n### END tap host rc=1\n' >"$logdir/host.tap"
-	t_host=$((SECONDS - t_start))
-	guest_rc=0
-	t1=$SECONDS
-	"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || guest_rc=$?
-	t_guest=$((SECONDS - t1))
-	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
-	cat "$logdir/host.tap" >>"$logdir/results.log"
+	rm -f "$logdir/times" "$logdir/host.tap"
 	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
 	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
 	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}
-	pair_rc=0
-	t1=$SECONDS
-	VAMR_PAIR_TESTS=$pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-1200} \
-		"$here/run-pair.sh" "$kdir" "$VAMR_BUILD/logs/pair" \
-		". $top/tests/pair/node-a.sh" ". $top/tests/pair/node-b.sh" || pair_rc=$?
-	t_pair=$((SECONDS - t1))
-	log "times: prepare ${t_start}s, host checks ${t_host}s, one-node guest ${t_guest}s, two nodes ${t_pair}s, total $SECONDS s"
+	# The host checks, the pair and the one-node guest run at the same time:
+	# under TCG each guest keeps about one core busy on average (the one-node
+	# guest 2 vCPUs, each node 1), so on 2 cores the three overlap well.
+	# VAMR_SERIAL=1, or less than 6 GiB of available memory (the guests take
+	# 2 + 2 x 1.5 GiB), runs them one after the other.
+	serial=${VAMR_SERIAL:-0}
+	avail_kib=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+	if [ "$serial" != 1 ] && [ "${avail_kib:-0}" -lt $((6 * 1024 * 1024)) ]; then
+		log "less than 6 GiB of memory available: the guests run one after the other"
+		serial=1
+	fi
+	# Host-side checks (packaging: dkms, make install): a TAP section "host",
+	# added to the guest's results so that the collector counts it too.
+	host_checks() {
+		local t=$SECONDS
+		log "host checks (dkms build, make install): $logdir/host-checks.log"
+		"$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
+			[ -s "$logdir/host.tap" ] || printf '### BEGIN tap host\n### END tap host rc=1\n' >"$logdir/host.tap"
+		echo "host checks $((SECONDS - t))s" >>"$logdir/times"
+	}
+	pair() {
+		local t=$SECONDS rc=0
+		VAMR_PAIR_TESTS=$pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-1200} \
+			"$here/run-pair.sh" "$kdir" "$pairlog" \
+			". $top/tests/pair/node-a.sh" ". $top/tests/pair/node-b.sh" || rc=$?
+		echo "two nodes $((SECONDS - t))s" >>"$logdir/times"
+		return "$rc"
+	}
+	one_node() {
+		local t=$SECONDS rc=0
+		"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || rc=$?
+		echo "one-node guest $((SECONDS - t))s" >>"$logdir/times"
+		return "$rc"
+	}
+	guest_rc=0 pair_rc=0
+	if [ "$serial" = 1 ]; then
+		host_checks
+		one_node || guest_rc=$?
+		pair || pair_rc=$?
+	else
+		host_checks &
+		host_pid=$!
+		pair &
+		pair_pid=$!
+		one_node || guest_rc=$?
+		wait "$pair_pid" || pair_rc=$?
+		wait "$host_pid" || true
+	fi
+	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
+	cat "$logdir/host.tap" >>"$logdir/results.log"
+	log "times: prepare ${t_prepare}s, $(paste -sd, "$logdir/times" | sed 's/,/, /g')" \
+		"($([ "$serial" = 1 ] && echo "one after the other" || echo "at the same time")), total $SECONDS s"
 	# Expected sections: the selftests' programs, shell tests (TEST_PROGS)
 	# included, the host checks, and the two-node sections.
 	tests="$(make -s -C "$top/tests/selftests" list) host"
 	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
-		--tests "$tests" --pair "$VAMR_BUILD/logs/pair" --pair-tests "$pair_tests" --pair-rc "$pair_rc"
+		--tests "$tests" --pair "$pairlog" --pair-tests "$pair_tests" --pair-rc "$pair_rc"
 fi
 
 # The sanitizer run.

@@ -101,8 +101,15 @@ guest_run_dir() {
 }
 
 # guest_etc_overlay: the host's /etc with a tmpfs overlay (host name, hosts,
-# shadow of the nodes).
-guest_etc_overlay() { step etc_overlay overlay_dir /etc; }
+# shadow of the nodes). The guest's only RDMA devices are rxe: libibverbs
+# loads (dlopen) the provider of every .driver file in /etc/libibverbs.d in
+# each process that lists devices, 17 of them on a Debian host, which costs
+# each such process a lot of emulated time; the overlay keeps rxe's only.
+guest_etc_overlay() {
+	step etc_overlay overlay_dir /etc
+	step ibverbs_rxe_provider_only sh -c 'test -f /etc/libibverbs.d/rxe.driver &&
+		find /etc/libibverbs.d -name "*.driver" ! -name rxe.driver -delete'
+}
 
 # guest_modules: modules from the run directory, never the host's
 # /lib/modules: the test kernel's, vamr.ko and vamr_api_test.ko in extra/, the

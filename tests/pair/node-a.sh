@@ -78,8 +78,9 @@ pair_link() {
 		n=$((n + 1))
 		_t=$1
 		shift
+		read -r _s _ </proc/uptime
 		if _m=$("$@" 2>&1); then
-			echo "ok $n $_t"
+			echo "ok $n $_t # $(awk -v t0="$_s" '{ printf "%.1f", $1 - t0 }' /proc/uptime)s"
 		else
 			echo "not ok $n $_t # $(echo "$_m" | tr '\n' ' ' | cut -c1-300)"
 			fail=1
@@ -132,10 +133,22 @@ mpi_remap() {
 		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
 		t0=$(date +%s)
 		rc=0
-		mpi_run "$mode" >/tmp/mpi_$mode.out 2>&1 || rc=$?
+		# Each line of mpirun's output with the seconds since the start.
+		read -r up0 _ </proc/uptime
+		{ mpi_run "$mode" 2>&1 || echo "mpirun-status $?"; } | awk -v t0="$up0" '{
+			getline up <"/proc/uptime"; close("/proc/uptime"); split(up, u, " ")
+			printf "%6.1f %s\n", u[1] - t0, $0; fflush() }' >/tmp/mpi_$mode.ts
 		secs=$(($(date +%s) - t0))
 		set_va_mr 0
+		sed 's/^ *[0-9.]* //' /tmp/mpi_$mode.ts | grep -v '^mpirun-status ' >/tmp/mpi_$mode.out
+		st=$(sed -n 's/^ *[0-9.]* mpirun-status //p' /tmp/mpi_$mode.ts)
+		[ -z "$st" ] || rc=$st
 		sed "s/^/# $mode: /" /tmp/mpi_$mode.out
+		# Where the time went: the first line (MPI_Init done on both nodes),
+		# the last iteration, the end.
+		echo "# $mode: timing: first output at $(awk 'NR == 1 { print $1 }' /tmp/mpi_$mode.ts)s," \
+			"last iteration at $(awk '/ iteration [0-9]+ / { t = $1 } END { print t }' /tmp/mpi_$mode.ts)s," \
+			"mpirun ended after ${secs}s"
 		sum=$(grep '^mpi_remap: iterations' /tmp/mpi_$mode.out | tail -n1)
 		n=$((n + 1))
 		# mpi_remap exits 3 when bytes were wrong; mpirun passes it on.
