@@ -25,9 +25,9 @@ VAMR_RUN=/run/vamr
 export VAMR_RUN
 
 # guest_mounts: the kernel's file systems, tmpfs where the guest writes
-# (/run, /tmp, /var/tmp, /dev/shm), and /root as an overlay on tmpfs over the
-# host's (a work tree there stays visible); /etc becomes one too
-# (guest_etc_overlay). Output channel: fd 3 on ttyS1.
+# (/run, /tmp, /var/tmp, /root, /dev/shm; the host's /root stays reachable
+# below /run/host-root until guest_run_dir); /etc becomes an overlay on
+# tmpfs (guest_etc_overlay). Output channel: fd 3 on ttyS1.
 guest_mounts() {
 	export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 	export HOME=/root LANG=C.UTF-8
@@ -38,15 +38,18 @@ guest_mounts() {
 	mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 	mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 	mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
-	for _d in /run /tmp /var/tmp; do
+	mount -t tmpfs -o mode=0755 tmpfs /run
+	mkdir -p /run/host-root
+	mount --bind /root /run/host-root
+	for _d in /tmp /var/tmp /root; do
 		mount -t tmpfs -o mode=0755 tmpfs "$_d"
 	done
 	chmod 1777 /tmp /var/tmp
+	chmod 0700 /root
 	exec 3>/dev/ttyS1
 	stty -F /dev/ttyS1 -onlcr 2>/dev/null
 	: >/run/setup.tap
 	uptime_mark init
-	step root_overlay overlay_dir /root
 }
 
 # overlay_dir DIR: DIR writable, the host's DIR under a tmpfs overlay (or a
@@ -93,11 +96,23 @@ step() {
 }
 
 # guest_run_dir: mount the run directory and read guest.env (VAMR_TOP,
-# VAMR_BUILD, VAMR_KVER, ...). Status 1 when that fails.
+# VAMR_BUILD, VAMR_KVER, VAMR_PROGS, ...). A work tree, build directory or
+# program directory in the host's /root is bound at its place in the guest's
+# /root (nothing else of the host's home: no dot files, no keys). Status 1
+# when that fails.
 guest_run_dir() {
 	mkdir -p "$VAMR_RUN"
 	step mount_run_dir mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 vamrrun "$VAMR_RUN"
-	. "$VAMR_RUN/guest.env"
+	. "$VAMR_RUN/guest.env" || return 1
+	for _p in "$VAMR_TOP" "$VAMR_BUILD" ${VAMR_PROGS:+"$VAMR_PROGS"}; do
+		case "$_p" in
+		/root/*)
+			mountpoint -q "$_p" && continue
+			step "host_path_${_p##*/}" sh -c "mkdir -p '$_p' && mount --bind '/run/host-root/${_p#/root/}' '$_p'"
+			;;
+		esac
+	done
+	umount -l /run/host-root
 }
 
 # guest_etc_overlay: the host's /etc with a tmpfs overlay (host name, hosts,
