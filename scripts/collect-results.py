@@ -40,7 +40,8 @@ steps) and, in node a's log, one TAP section per name of --pair-tests. They
 are checked like the guest's (plans, rc, missing or unexpected sections, end
 marker of both nodes, --pair-rc, clean kernel logs on both) and counted under
 "two-node"; "# vamr-mpi" and "# vamr-remote" lines become the MPI table and
-the cross-node remap table. LOGDIR "-" checks the two-node run only.
+the cross-node remap table, "# vamr-fabric" lines the libfabric table. LOGDIR
+"-" checks the two-node run only.
 
 Sanitizer run (scripts/test.sh --sanitize): KASAN and UBSAN reports and
 kmemleak's unreferenced objects in the console are problems like the above.
@@ -425,6 +426,22 @@ def remote_table(results):
     return "\n".join(out) + "\n"
 
 
+def fabric_table(results):
+    """The libfabric table from node a's "# vamr-fabric <mode> node_a <bytes>
+    node_b <bytes>" lines (tests/pair/node-a.sh, libfabric), or None."""
+    cols = re.findall(r"^# vamr-fabric (\S+) node_a (\d+) node_b (\d+)$", results, re.M)
+    if not cols:
+        return None
+    heads = [MPI_HEADS.get(m, m) for m, _, _ in cols]
+    w = 34
+    cw = [max(12, len(h) + 2) for h in heads]
+    out = ["", "libfabric 1.17, verbs provider (fi_pingpong, data checked), nodea to nodeb:",
+           f"{'':<{w}}" + "".join(f"{h:<{cw[i]}}" for i, h in enumerate(heads)),
+           f"{'bytes through VA MRs, node a/b':<{w}}"
+           + "".join(f"{a + '/' + b:<{cw[i]}}" for i, (_, a, b) in enumerate(cols))]
+    return "\n".join(out) + "\n"
+
+
 def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
     """The two-node run: results of both nodes into counts["pair"], problems
     into broken; returns node a's results text (for the tables)."""
@@ -612,7 +629,8 @@ def main():
         print(f"FAIL  guest: {b}")
         counts["setup"]["FAIL"] += 1
 
-    for table in (mpi_table(pair_results), remote_table(pair_results), outcome_table(results)):
+    for table in (mpi_table(pair_results), remote_table(pair_results), fabric_table(pair_results),
+                  outcome_table(results)):
         if table:
             print(table)
     t = time_summary(results, "one-node guest") if single else None
@@ -623,7 +641,7 @@ def main():
         print(summary)
     print()
     labels = {"vamr": "vamr", "baseline": "baseline (normal/ODP MRs, stock rxe)",
-              "pair": "two-node (Open MPI/UCX, rdma_remote, rping, perftest)",
+              "pair": "two-node (Open MPI/UCX, rdma_remote, rping, perftest, libfabric)",
               "setup": "setup (guest steps, run checks)"}
     for c, label in labels.items():
         if c == "pair" and not args.pair:

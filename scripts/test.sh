@@ -48,7 +48,7 @@ if [ "$sanitize" = 0 ]; then
 	rm -f "$logdir/times" "$logdir/host.tap"
 	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
 	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
-	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}
+	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest libfabric}
 	# The host checks, the pair and the one-node guest run at the same time:
 	# under TCG each guest keeps about one core busy on average (the one-node
 	# guest 2 vCPUs, each node 1), so on 2 cores the three overlap well.

@@ -37,6 +37,17 @@ cm_listening() {
 	done
 }
 
+# tcp_listening PORT [seconds]: wait (default 60 s) until a TCP socket of
+# this node listens on PORT (ss); status 1 on timeout.
+tcp_listening() {
+	_n=$((${2:-60} * 20))
+	until ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; do
+		_n=$((_n - 1))
+		[ "$_n" -gt 0 ] || { echo "# tcp_listening: nothing listens on port $1" >&2; return 1; }
+		sleep 0.05
+	done
+}
+
 # roce_v2_gid_index DEV PREFIX: the index, in port 1's GID table of DEV, of
 # the first RoCE v2 GID that starts with PREFIX (sysfs notation). Found in the
 # table, never assumed: the kernel fills it in the order the netdev's

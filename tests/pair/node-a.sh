@@ -16,6 +16,9 @@
 #   tap  rping              rping over rdma_cm, data validated (-V)
 #   tap  perftest           ib_write_bw over rdma_cm (-R): completes; its
 #                           bandwidth figures mean nothing under TCG
+#   tap  libfabric          fi_pingpong (libfabric's verbs provider, data
+#                           checked) per MR mode; with va_mr and the preload
+#                           library its bytes go through VA MRs on both nodes
 #
 # VAMR_PAIR_TESTS (space-separated, default all of the above but the table)
 # selects sections; VAMR_PAIR_BREAK=1 inverts the expectation of the stock
@@ -276,6 +279,98 @@ rdma_remote_test() {
 	return $fail
 }
 
+# vamr_bytes [on_b]: the bytes rxe moved through VA MRs so far on this node
+# (on node b with on_b): vamrctl stats --global, bytes_read + bytes_written.
+VAMRCTL=$VAMR_BUILD/tools/vamrctl
+vamr_bytes() {
+	if [ "${1:-}" = on_b ]; then
+		on_b "$VAMRCTL stats --global"
+	else
+		"$VAMRCTL" stats --global
+	fi 2>&1 | awk '$1 == "bytes_read" || $1 == "bytes_written" { n += $2; seen++ }
+		END { if (seen == 2) print n; else print "unknown" }'
+}
+
+# libfabric: fi_pingpong of Debian's libfabric-bin over the verbs provider
+# (FI_EP_MSG, rdma_cm), server on node b, once per MR mode, every received
+# message checked (-c). libfabric registers its buffers with ibv_reg_mr, so
+# va_mr and the preload library turn them into VA MRs: the bytes rxe moves
+# through vamr (vamrctl stats --global) grow on both nodes then, and stay
+# where they were with stock MRs.
+FABRIC_ITERS=${VAMR_FABRIC_ITERATIONS:-20}
+FABRIC_SIZE=65536
+libfabric_test() {
+	n=0 fail=0 port=47700
+	echo "TAP version 13"
+	echo "# fi_pingpong -p verbs -e msg -d rxe0 -I $FABRIC_ITERS -S $FABRIC_SIZE -c (libfabric $(fi_info --version 2>/dev/null | sed -n 's/^libfabric: //p'))"
+	for mode in $MODES; do
+		port=$((port + 1))
+		if ! why=$(mode_available "$mode"); then
+			n=$((n + 1))
+			echo "ok $n $mode.ran # SKIP $why"
+			continue
+		fi
+		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
+		env=""
+		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
+		a0=$(vamr_bytes)
+		b0=$(vamr_bytes on_b)
+		on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
+			$env timeout 120 fi_pingpong -p verbs -e msg -d rxe0 -I $FABRIC_ITERS -S $FABRIC_SIZE -c -B $port \
+				>/tmp/fi_s_$mode.out 2>&1 </dev/null &
+			tcp_listening $port"
+		rc=0
+		env $env timeout 120 fi_pingpong -p verbs -e msg -d rxe0 -I "$FABRIC_ITERS" -S "$FABRIC_SIZE" -c \
+			-P "$port" "$VAMR_IP_b" >/tmp/fi_c_$mode.out 2>&1 || rc=$?
+		a1=$(vamr_bytes)
+		b1=$(vamr_bytes on_b)
+		set_va_mr 0
+		sed "s/^/# $mode client: /" /tmp/fi_c_$mode.out | tail -n 4
+		on_b "cat /tmp/fi_s_$mode.out" | sed "s/^/# $mode server: /" | tail -n 4
+		n=$((n + 1))
+		if [ "$rc" = 0 ]; then
+			echo "ok $n $mode.pingpong_data_checked"
+		else
+			echo "not ok $n $mode.pingpong_data_checked # fi_pingpong exit status $rc"
+			fail=1
+		fi
+		# Each side received FABRIC_ITERS messages of FABRIC_SIZE bytes.
+		want=$((FABRIC_ITERS * FABRIC_SIZE))
+		case "$a0$a1$b0$b1" in
+		*unknown*) da=unknown db=unknown ;;
+		*) da=$((a1 - a0)) db=$((b1 - b0)) ;;
+		esac
+		echo "# vamr-fabric $mode node_a $da node_b $db"
+		expect_va=1
+		[ "$mode" = stock ] && expect_va=0
+		[ "$mode" = stock ] && [ "${VAMR_PAIR_BREAK:-0}" = 1 ] && expect_va=1
+		n=$((n + 1))
+		if [ "$da" = unknown ]; then
+			echo "not ok $n $mode.vamr_counters # vamrctl stats --global failed"
+			fail=1
+		elif [ "$expect_va" = 1 ] && [ "$da" -ge "$want" ] && [ "$db" -ge "$want" ]; then
+			echo "ok $n $mode.bytes_through_va_mrs # $da on node a, $db on node b"
+		elif [ "$expect_va" = 0 ] && [ "$da" = 0 ] && [ "$db" = 0 ]; then
+			echo "ok $n $mode.no_bytes_through_va_mrs"
+		else
+			echo "not ok $n $mode.$([ "$expect_va" = 1 ] && echo bytes_through_va_mrs || echo no_bytes_through_va_mrs)" \
+				"# $da on node a, $db on node b (each received $want)"
+			fail=1
+		fi
+		if [ "$mode" = preload ]; then
+			n=$((n + 1))
+			if grep -q '^vamr-preload: rxe0: MRs get virtual-address semantics' /tmp/fi_c_$mode.out; then
+				echo "ok $n preload.library_active"
+			else
+				echo "not ok $n preload.library_active # no vamr-preload line on the client's stderr"
+				fail=1
+			fi
+		fi
+	done
+	echo "1..$n"
+	return $fail
+}
+
 run_tap demo gid_table_a gid_table rxe0
 if wait_flag ready_b 600; then
 	# One ssh connection to node b for the whole run (ControlMaster of
@@ -283,13 +378,14 @@ if wait_flag ready_b 600; then
 	# mpirun go through it instead of logging in each time.
 	ssh -fN -o ControlMaster=yes "$VAMR_NODE_b" </dev/null >/dev/null 2>&1 ||
 		out "# node a: no ssh master connection to $VAMR_NODE_b (each ssh logs in)"
-	for t in ${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest}; do
+	for t in ${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest libfabric}; do
 		case "$t" in
 		pair_link) run_tap tap pair_link pair_link ;;
 		mpi_remap) run_tap tap mpi_remap mpi_remap ;;
 		rdma_remote) run_tap tap rdma_remote rdma_remote_test ;;
 		rping) run_tap tap rping rping_test ;;
 		perftest) run_tap tap perftest perftest_test ;;
+		libfabric) run_tap tap libfabric libfabric_test ;;
 		esac
 	done
 else
