@@ -30,7 +30,7 @@ export VAMR_RUN
 # tmpfs (guest_etc_overlay). Output channel: fd 3 on ttyS1.
 guest_mounts() {
 	export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-	export HOME=/root LANG=C.UTF-8
+	export HOME=/root
 	mount -t proc proc /proc
 	mount -t sysfs sysfs /sys
 	mount -t devtmpfs devtmpfs /dev 2>/dev/null
