@@ -86,7 +86,7 @@ rustfmt: check-kdir
 selftests:
 	$(MAKE) -C tests/selftests KDIR=$(KDIR)
 
-# Removes the module build outputs (with or without a usable KDIR); build/ (initramfs, guest
+# Removes the module build outputs (with or without a usable KDIR); build/ (tests, guest
 # logs, patched rxe) is left to `rm -rf build`.
 clean:
 	for d in . src tests/kapi; do \

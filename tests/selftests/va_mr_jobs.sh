@@ -87,7 +87,7 @@ echo "1..$total"
 if [ ! -x "$helpers/va_mr_remap" ] || [ ! -f "$preload" ]; then
 	i=1
 	while [ $i -le $total ]; do
-		echo "not ok $i setup # missing $helpers/va_mr_remap or $preload (build-initramfs.sh)"
+		echo "not ok $i setup # missing $helpers/va_mr_remap or $preload (VAMR_PRELOAD, VAMR_TEST_HELPERS: scripts/guest/init)"
 		i=$((i + 1))
 	done
 	exit 1

@@ -3,8 +3,8 @@
 #
 # vamrctl (tools/vamrctl, Documentation/vamrctl.rst) in the guest: runs each
 # command and checks its output and exit status. TAP output, like the
-# kselftest programs; vamrctl must be on PATH (build-initramfs.sh puts it in
-# /usr/bin) and vamr loaded.
+# kselftest programs; vamrctl must be on PATH (scripts/guest/init puts the
+# build's first) and vamr loaded.
 n=0
 fails=0
 out=/tmp/vamrctl_test.out
