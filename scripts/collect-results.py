@@ -27,7 +27,7 @@ oops, panic, BUG, WARN, lockdep report or hung task.
 
 Expected sections: a tap section per selftest program (the Makefile's list),
 guest_setup, a kunit section per KUnit suite (KUNIT_SUITES and every
-#[kunit_tests(...)] in src/), and in a sanitizer run kmemleak_loaded and
+#[kunit_tests(...)] in src/ and its subdirectories), and in a sanitizer run kmemleak_loaded and
 kmemleak_unloaded (kernel with kmemleak) and a faultinj section per program of
 --faultinj. A missing expected section, an unexpected one (a stale program in
 the image), a section without a TAP plan, or a plan ("1..N", at every KTAP
@@ -132,12 +132,13 @@ def selftest_programs():
 
 
 def kunit_suites():
-    """KUNIT_SUITES and every #[kunit_tests(name)] of src/*.rs."""
+    """KUNIT_SUITES and every #[kunit_tests(name)] of src/**/*.rs."""
     suites = set(KUNIT_SUITES)
     src = os.path.join(TOP, "src")
-    for f in sorted(os.listdir(src)) if os.path.isdir(src) else []:
-        if f.endswith(".rs"):
-            suites.update(re.findall(r"#\[kunit_tests\((\w+)\)\]", open(os.path.join(src, f)).read()))
+    for d, _, files in sorted(os.walk(src)):
+        for f in sorted(files):
+            if f.endswith(".rs"):
+                suites.update(re.findall(r"#\[kunit_tests\((\w+)\)\]", open(os.path.join(d, f)).read()))
     return suites
 
 

@@ -149,7 +149,7 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
             // only reference; dropping the registration tears the region down.
             let dr = unsafe { KBox::from_raw(p.cast::<DriverRegion>()) };
             let DriverRegion { reg, listed } = KBox::into_inner(dr);
-            let unlisted = listed.and_then(|(dev, key)| dev.erase(key, &reg.region()));
+            let unlisted = listed.and_then(|(dev, key)| dev.erase(key, &reg));
             // Teardown sleeps: after the device's lock is released.
             drop(reg);
             drop(unlisted);

@@ -4,15 +4,18 @@
 //! its driver regions by key.
 //!
 //! A program lists the devices with `VAMR_IOC_DEVICE` before it registers (discovery), and finds
-//! its own MR's region with `VAMR_IOC_MR_QUERY` by device and key: one `XArray` lookup, O(1) in
-//! the number of MRs, answered only for the caller's address space.
+//! its own MR's region with `VAMR_IOC_MR_QUERY` by device and key: one hash-table lookup
+//! ([`keys::KeyTable`]), O(1) in the number of MRs, answered only for the caller's address space.
 
 use crate::region::Region;
 use crate::uapi;
 use kernel::mm::Mm;
+use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::Arc;
-use kernel::xarray::{AllocKind, XArray};
+use kernel::sync::{Arc, Mutex};
+
+mod keys;
+use keys::KeyTable;
 
 /// An RDMA device whose driver offers VA MRs through vamr.
 ///
@@ -27,11 +30,12 @@ pub(crate) struct Device {
     access_va: u64,
     /// The device's name at announcement.
     name: [u8; uapi::DEVICE_NAME_MAX],
-    /// The device's regions by the index part of their key ([`key_index`]). Lock rules: the XArray's own
-    /// spinlock, held only to look up, store or erase one entry (storing may drop it to
-    /// allocate); never taken by the invalidate path, and no region lock is taken under it.
+    /// The device's regions by the index part of their key ([`key_index`]). Lock rules: held
+    /// only to look up, insert or remove one entry (which may allocate with `GFP_KERNEL` when
+    /// the table grows or shrinks); never taken by the invalidate path; no region lock is taken
+    /// under it and no region reference is dropped under it.
     #[pin]
-    regions: XArray<Arc<Region>>,
+    regions: Mutex<KeyTable<Arc<Region>>>,
 }
 
 kernel::sync::global_lock! {
@@ -65,12 +69,13 @@ impl Device {
         let n = name.len().min(buf.len() - 1);
         buf[..n].copy_from_slice(&name[..n]);
         // INVARIANT: at most `DEVICE_NAME_MAX - 1` bytes were copied into a zeroed array.
+        let table = KeyTable::new()?;
         let dev = Arc::pin_init(
             pin_init!(Device {
                 ib_index,
                 access_va,
                 name: buf,
-                regions <- XArray::new(AllocKind::Alloc),
+                regions <- new_mutex!(table, "vamr_device_regions"),
             }),
             GFP_KERNEL,
         )?;
@@ -103,24 +108,16 @@ impl Device {
     /// taken (a driver bug: the index parts of live MRs' keys are unique per device),
     /// `ENOMEM`. Sleeps.
     pub(crate) fn insert(&self, key: u32, region: Arc<Region>) -> Result {
-        let mut regions = self.regions.lock();
-        if regions.get(key_index(key)).is_some() {
-            return Err(EEXIST);
-        }
-        regions
-            .store(key_index(key), region, GFP_KERNEL)
-            .map(|_| ())
-            .map_err(|e| e.error)
+        let res = self.regions.lock().insert(key_index(key), region);
+        // A refused reference is dropped here, after the lock.
+        res.map_err(|(e, _region)| e)
     }
 
     /// Unlists the region under `key` if it is `region`; returns the list's reference (to be
     /// dropped by the caller, outside any lock).
-    pub(crate) fn erase(&self, key: u32, region: &Arc<Region>) -> Option<Arc<Region>> {
+    pub(crate) fn erase(&self, key: u32, region: &Region) -> Option<Arc<Region>> {
         let mut regions = self.regions.lock();
-        match regions.get(key_index(key)) {
-            Some(r) if core::ptr::eq(&*r, &**region) => regions.remove(key_index(key)),
-            _ => None,
-        }
+        regions.remove(key_index(key), |r| core::ptr::eq(&**r, region))
     }
 }
 
@@ -135,9 +132,7 @@ pub(crate) fn find_region(ib_index: u32, key: u32, mm: &Mm) -> Option<Arc<Region
             .find(|d| d.ib_index == ib_index)?
             .clone()
     };
-    let regions = dev.regions.lock();
-    let region: Arc<Region> = regions.get(key_index(key))?.into();
-    drop(regions);
+    let region = dev.regions.lock().get(key_index(key))?.clone();
     // A driver region's cookie is its full key: another key byte is another (missing) MR.
     (region.cookie() == u64::from(key) && region.is_of(mm)).then_some(region)
 }
@@ -145,11 +140,9 @@ pub(crate) fn find_region(ib_index: u32, key: u32, mm: &Mm) -> Option<Arc<Region
 /// Where a device lists the region of MR key `key`: the key's index part, `key >> 8`. An IB
 /// L_Key/R_Key is an index, unique among a device's live MRs, and an 8-bit key that the
 /// consumer may change (IBTA: the low 8 bits; `ibv_inc_rkey()`); rxe builds its keys that way
-/// (`index << 8 | key`). Indexing by the index part keeps the XArray dense for a driver that
-/// hands out indexes in sequence, so registering and deregistering MRs reuses its nodes
-/// instead of allocating and freeing one per MR.
-fn key_index(key: u32) -> usize {
-    (key >> 8) as usize
+/// (`index << 8 | key`).
+fn key_index(key: u32) -> u32 {
+    key >> 8
 }
 
 /// The answer of `VAMR_IOC_DEVICE` for the device at position `pos`. Errors: `ENOENT` past

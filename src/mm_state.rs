@@ -11,6 +11,12 @@
 //!   affected pins *suspect* and queues the region here (no allocation: an intrusive list).
 //!   One work item per mm then checks the suspect pins of every queued region against the
 //!   page table, one pass per burst of invalidations (see `Region::verify`).
+//! - **One idle entry.** When the last region of an mm goes, its entry (its [`MmState`], which
+//!   counts the regions) is kept as the registry's one *idle* entry ([`IDLE_KEY`]), and the
+//!   idle entry it replaces is freed if it has no region: a process that registers and
+//!   deregisters one MR at a time then neither allocates and frees its state nor takes the
+//!   registry lock at deregistration. An idle entry holds its `mm_struct` (`mmgrab`, not the
+//!   address space) until another mm's last region goes, or the module unloads.
 
 use crate::region::Region;
 use kernel::list::{List, ListArc};
@@ -18,7 +24,7 @@ use kernel::mm::Mm;
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
 use kernel::time::{delay::fsleep, msecs_to_jiffies, Delta};
 use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
@@ -51,29 +57,39 @@ const VERIFY_DELAY_MS: u32 = 2;
 /// is 0 no timer of the module is armed (see [`wait_for_timers`]).
 static LIVE_STATES: Atomic<usize> = Atomic::new(0);
 
-/// Waits until every [`MmState`] is gone, which means no verify timer is armed any more.
-/// Called at module exit, after `/dev/vamr` is gone and before the workqueue is destroyed: no
-/// region exists then (a driver using the in-kernel API holds the module until its regions
-/// are gone), so no new timer is armed, and each armed one fires within [`VERIFY_DELAY_MS`]
-/// plus a jiffy, queues its work, whose pass finds nothing and drops the last reference.
-/// Bounded by that delay and one pass. Sleeps.
+/// Frees the idle entry, then waits until every [`MmState`] is gone, which means no verify
+/// timer is armed any more. Called at module exit, after `/dev/vamr` is gone and before the
+/// workqueue is destroyed: no region exists then (a driver using the in-kernel API holds the
+/// module until its regions are gone), so every entry is idle, the one idle entry is freed
+/// here, no new timer is armed, and each armed one fires within [`VERIFY_DELAY_MS`] plus a
+/// jiffy, queues its work, whose pass finds nothing and drops the last reference. Bounded by
+/// that delay and one pass. Sleeps.
 pub(crate) fn wait_for_timers() {
+    let all = REGISTRY.lock().take();
+    drop(all);
+    IDLE_KEY.store(0, Relaxed);
     while LIVE_STATES.load(Acquire) != 0 {
         fsleep(Delta::from_millis(1));
     }
 }
 
-/// One entry of [`REGISTRY`]: the regions of an mm and its shared state.
-struct Entry {
-    regions: usize,
-    state: Arc<MmState>,
-}
-
 kernel::sync::global_lock! {
     // SAFETY: initialized by `init` in module init, before `/dev/vamr` exists and before any
     // symbol of the in-kernel API can be called.
-    unsafe(uninit) static REGISTRY: Mutex<Option<RBTree<usize, Entry>>> = None;
+    unsafe(uninit) static REGISTRY: Mutex<Option<RBTree<usize, Arc<MmState>>>> = None;
 }
+
+/// The key of the idle entry of [`REGISTRY`] (see the module documentation), 0 for none. Written
+/// only with [`REGISTRY`] held; read without it by [`MmSlot`]'s drop.
+///
+/// An entry with no region is the idle one, or is on its way out: the drop that took its
+/// count to 0 either sees its key here (and leaves it idle), or takes the lock and makes it
+/// the idle entry. Both sides use full barriers (the count's decrement and the key's exchange
+/// are `Full`, each before the other side's read): so when another mm's drop makes its own
+/// entry idle and reads this entry's count as not 0, this entry's drop sees the new key and
+/// takes the lock itself. At most one entry without a region outlives the drop that emptied
+/// it.
+static IDLE_KEY: Atomic<usize> = Atomic::new(0);
 
 /// Initializes the registry. Called once, from module init.
 pub(crate) fn init() {
@@ -95,6 +111,8 @@ pub(crate) fn clear() {
 /// pins or had them when it was queued.
 #[pin_data(PinnedDrop)]
 pub(crate) struct MmState {
+    /// Regions of the mm ([`MmSlot`]s): raised only with [`REGISTRY`] held, lowered without it.
+    regions: Atomic<usize>,
     /// The address space (`mmgrab`), pinned for the verify pass with `mmget_not_zero`.
     mm: ARef<Mm>,
     /// Regions with suspect pins, waiting for the verify work. Lock rules: taken by the
@@ -162,8 +180,8 @@ impl WorkItem for MmState {
 ///
 /// # Invariants
 ///
-/// [`REGISTRY`] holds an entry for `key` whose count includes this slot and whose state is
-/// `state`.
+/// `state.regions` counts this slot, and [`REGISTRY`]'s entry for `key` is `state` (an entry
+/// that counts a region is never removed), until the slot's drop takes its count back.
 pub(crate) struct MmSlot {
     /// The mm's address, as a key only (never dereferenced): the region that owns the slot
     /// holds a reference to the mm, so the address is not reused while the slot lives.
@@ -175,23 +193,25 @@ impl MmSlot {
     /// Takes a slot for one more region of `mm`.
     ///
     /// Errors: `ENOSPC` when `mm` already has `max_regions_per_mm` regions; `ENOMEM`. Process
-    /// context, may sleep. Lock rules of [`REGISTRY`]: held only here and in `Drop`, around a
-    /// lookup and an insert or remove; never taken by the invalidate path, so allocating under
-    /// it is fine.
+    /// context, may sleep. Lock rules of [`REGISTRY`]: held only here, in `Drop` (only when
+    /// the last region of an mm that is not the idle one goes) and in [`wait_for_timers`],
+    /// around a lookup and an insert or remove; never taken by the invalidate path, so
+    /// allocating under it is fine; no entry is dropped under it.
     pub(crate) fn take(mm: &Mm) -> Result<Self> {
         let key = mm.as_raw() as usize;
         let max = max_regions_per_mm();
         let mut guard = REGISTRY.lock();
         let tree = guard.get_or_insert_with(RBTree::new);
-        if let Some(entry) = tree.get_mut(&key) {
-            if entry.regions >= max {
+        if let Some(state) = tree.get(&key) {
+            // Drops may lower the count meanwhile, never raise it (that takes the lock).
+            if state.regions.load(Relaxed) >= max {
                 return Err(ENOSPC);
             }
-            entry.regions += 1;
-            // INVARIANT: the entry for `key` counts this slot.
+            state.regions.add(1, Relaxed);
+            // INVARIANT: the entry for `key` is `state`, which counts this slot.
             return Ok(MmSlot {
                 key,
-                state: entry.state.clone(),
+                state: state.clone(),
             });
         }
         if max == 0 {
@@ -199,6 +219,7 @@ impl MmSlot {
         }
         let state = Arc::pin_init(
             pin_init!(MmState {
+                regions: Atomic::new(1),
                 mm: ARef::from(mm),
                 pending <- new_spinlock!(List::new(), "vamr_mm_pending"),
                 work <- new_delayed_work!("vamr_mm_verify"),
@@ -207,15 +228,8 @@ impl MmSlot {
         )?;
         // Counted once it exists; its `PinnedDrop` uncounts it.
         LIVE_STATES.add(1, Relaxed);
-        tree.try_create_and_insert(
-            key,
-            Entry {
-                regions: 1,
-                state: state.clone(),
-            },
-            GFP_KERNEL,
-        )?;
-        // INVARIANT: the new entry for `key` counts this slot.
+        tree.try_create_and_insert(key, state.clone(), GFP_KERNEL)?;
+        // INVARIANT: the new entry for `key` is `state`, which counts this slot.
         Ok(MmSlot { key, state })
     }
 
@@ -226,25 +240,34 @@ impl MmSlot {
 }
 
 impl Drop for MmSlot {
+    /// Gives the slot back. The entry of an mm whose last region this was becomes the idle
+    /// entry, and the previous idle entry is freed if it has no region (see [`IDLE_KEY`]).
+    /// Takes [`REGISTRY`] only when the entry is not the idle one already.
     fn drop(&mut self) {
+        // Full: ordered before the read of `IDLE_KEY` (see there).
+        if self.state.regions.fetch_sub(1, Full) != 1 || IDLE_KEY.load(Relaxed) == self.key {
+            return;
+        }
         let removed = {
             let mut guard = REGISTRY.lock();
             let Some(tree) = guard.as_mut() else { return };
-            let last = match tree.get_mut(&self.key) {
-                Some(entry) => {
-                    entry.regions -= 1;
-                    entry.regions == 0
+            // Still this mm's entry and still without a region (a registration may have come
+            // in meanwhile, or another mm's drop may have freed the entry)?
+            let empty = |s: &Arc<MmState>| s.regions.load(Relaxed) == 0;
+            match tree.get(&self.key) {
+                Some(s) if Arc::ptr_eq(s, &self.state) && empty(s) => {
+                    // Full: ordered before the read of the old idle entry's count.
+                    let old = IDLE_KEY.xchg(self.key, Full);
+                    if old != self.key && tree.get(&old).is_some_and(empty) {
+                        tree.remove(&old)
+                    } else {
+                        None
+                    }
                 }
-                // Unreachable by the type invariant.
-                None => false,
-            };
-            if last {
-                tree.remove(&self.key)
-            } else {
-                None
+                _ => None,
             }
         };
-        // The entry's state reference goes after the lock.
+        // The old idle entry's state reference goes after the lock.
         drop(removed);
     }
 }

@@ -177,14 +177,17 @@ impl Drop for PinnedPage {
 }
 
 /// Unpins `pins` in batches of up to 64 pages with one `unpin_user_pages_dirty_lock()` call
-/// each (pages pinned for writing are dirtied), instead of one call per page. Outside
+/// each (pages pinned for writing are dirtied), instead of one call per page; returns the
+/// number of pins released. Consumes the iterator with internal iteration (`for_each`), so a
+/// chain of flattened tables costs no test per page beyond the pin's own. Outside
 /// invalidations only: may sleep on folio locks, so no region lock may be held.
-pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) {
+pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) -> usize {
     use core::mem::MaybeUninit;
     const N: usize = 64;
     // Not initialized: a small region's teardown then does not clear 1 KiB of stack first.
     let mut batch = [[MaybeUninit::<*mut bindings::page>::uninit(); N]; 2];
     let mut len = [0usize; 2];
+    let mut count = 0;
     let flush = |b: &mut [MaybeUninit<*mut bindings::page>; N], n: &mut usize, dirty: bool| {
         if *n > 0 {
             // SAFETY: the first `n` entries are initialized, and each holds one pin that its
@@ -195,19 +198,21 @@ pub(crate) fn unpin_all(pins: impl Iterator<Item = PinnedPage>) {
             *n = 0;
         }
     };
-    for pin in pins {
+    pins.for_each(|pin| {
         let pin = core::mem::ManuallyDrop::new(pin);
         let k = usize::from(pin.dirty());
         // The pin now belongs to the batch (`ManuallyDrop` keeps `Drop` from releasing it).
         batch[k][len[k]] = MaybeUninit::new(pin.as_ptr());
         len[k] += 1;
+        count += 1;
         if len[k] == N {
             flush(&mut batch[k], &mut len[k], k == 1);
         }
-    }
+    });
     for k in 0..2 {
         flush(&mut batch[k], &mut len[k], k == 1);
     }
+    count
 }
 
 /// How a pin round takes its pages.
@@ -234,7 +239,8 @@ pub(crate) struct PinMode {
 /// WP faults reach their handler: an `owner` caller waits for it (killable); any other caller
 /// gets `EBUSY` for such a page instead of waiting.
 ///
-/// Returns the pins (at least one). Errors: when the first page fails, the error of
+/// Returns the pins (at least one; in the value itself when the round is small, see [`Pins`]).
+/// Errors: when the first page fails, the error of
 /// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, the protection forbids the
 /// access, or with `nofault` the page is not present), `EBUSY` (a userfault that a non-owner
 /// caller must not wait for), `ENOMEM`, `EINTR` (fatal signal), `EHWPOISON`, ...
@@ -246,7 +252,7 @@ pub(crate) fn pin_user_range(
     npages: usize,
     must: usize,
     mode: PinMode,
-) -> Result<KVec<PinnedPage>> {
+) -> Result<Pins> {
     let write = mode.write;
     let mut flags = bindings::FOLL_LONGTERM;
     if write {
@@ -256,30 +262,57 @@ pub(crate) fn pin_user_range(
         flags |= bindings::FOLL_NOFAULT;
     }
     let batch = npages.min(PIN_BATCH);
+    let gup = |raw: *mut *mut bindings::page| -> Result<usize> {
+        // SAFETY: `mm` has a user reference (`MmWithUser`); the callers below give `raw`
+        // room for `batch` pointers.
+        let ret = unsafe {
+            vamr_pin_user_pages(
+                mm.as_raw(),
+                start,
+                batch,
+                must.clamp(1, batch),
+                flags,
+                raw,
+                mode.owner,
+            )
+        };
+        match ret {
+            ..0 => Err(Error::from_errno(ret as i32)),
+            0 => Err(EFAULT),
+            _ => Ok(ret as usize),
+        }
+    };
+    if batch <= FEW_PINS {
+        let mut raw = [core::ptr::null_mut::<bindings::page>(); FEW_PINS];
+        let got = gup(raw.as_mut_ptr())?;
+        let mut pins: [Option<PinnedPage>; FEW_PINS] = [const { None }; FEW_PINS];
+        let mut len = 0;
+        for &page in &raw[..got] {
+            // GUP never reports success with a NULL page. Should it, keep the pages before it
+            // (in address order) and unpin the ones after it.
+            let Some(page) = NonNull::new(page) else {
+                break;
+            };
+            // SAFETY: each page comes with one pin from the call above, now given to the
+            // `PinnedPage`; dropping it unpins.
+            pins[len] = Some(unsafe { PinnedPage::from_pinned(page, write) });
+            len += 1;
+        }
+        for &page in raw[len..got].iter().skip(1) {
+            if let Some(page) = NonNull::new(page) {
+                // SAFETY: as above; dropped at once, which unpins.
+                drop(unsafe { PinnedPage::from_pinned(page, write) });
+            }
+        }
+        if len == 0 {
+            return Err(EFAULT);
+        }
+        return Ok(Pins::Few { pins, len });
+    }
     // One buffer: GUP writes page pointers into it, and each becomes, in place, the
     // `PinnedPage` that owns its pin (same size, asserted above).
     let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL)?;
-    let raw = out.as_mut_ptr().cast::<*mut bindings::page>();
-    // SAFETY: `mm` has a user reference (`MmWithUser`); `raw` has room for `batch` pointers.
-    let ret = unsafe {
-        vamr_pin_user_pages(
-            mm.as_raw(),
-            start,
-            batch,
-            must.clamp(1, batch),
-            flags,
-            raw,
-            mode.owner,
-        )
-    };
-    if ret <= 0 {
-        return Err(if ret < 0 {
-            Error::from_errno(ret as i32)
-        } else {
-            EFAULT
-        });
-    }
-    let got = ret as usize;
+    let got = gup(out.as_mut_ptr().cast::<*mut bindings::page>())?;
     let mut in_order = true;
     for i in 0..got {
         // SAFETY: `pin_user_pages_remote()` filled the first `got` entries with pinned pages;
@@ -303,7 +336,42 @@ pub(crate) fn pin_user_range(
     if out.is_empty() {
         return Err(EFAULT);
     }
-    Ok(out)
+    Ok(Pins::Many(out))
+}
+
+/// Most pins a [`Pins`] holds in itself.
+pub(crate) const FEW_PINS: usize = 8;
+
+/// The pins of one [`pin_user_range`] round, in address order: up to [`FEW_PINS`] in the value
+/// itself (64 bytes), so that the rounds of small registrations and of single-page accesses
+/// allocate nothing, more in a `KVec`. Dropping it unpins what it still holds.
+pub(crate) enum Pins {
+    /// `len` pins, in `pins[..len]` (the rest is `None`).
+    Few {
+        pins: [Option<PinnedPage>; FEW_PINS],
+        len: usize,
+    },
+    Many(KVec<PinnedPage>),
+}
+
+impl Pins {
+    /// Number of pins (at least one for a round's result).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Pins::Few { len, .. } => *len,
+            Pins::Many(v) => v.len(),
+        }
+    }
+
+    /// The pins, in address order.
+    pub(crate) fn into_pins(self) -> impl Iterator<Item = PinnedPage> {
+        let (few, many) = match self {
+            Pins::Few { pins, .. } => (Some(pins), None),
+            Pins::Many(v) => (None, Some(v)),
+        };
+        let few = few.into_iter().flat_map(|a| a.into_iter().flatten());
+        Iterator::chain(few, many.into_iter().flatten())
+    }
 }
 
 /// Where pinning can resume after the page at `addr` (page aligned) failed with `EFAULT`, so

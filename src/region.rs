@@ -30,7 +30,7 @@ use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
@@ -62,8 +62,9 @@ struct Tag {
 /// The pin table has a lock of its own ([`Region::table`], a spinlock, for the data path), but
 /// every writer of the table holds this lock too (see the [`Region`] invariants).
 struct RegionInner {
-    /// [`Region::fill`] calls in progress. Teardown waits (on [`Region::idle`]) until it is 0,
-    /// so that no pin round outlives the region's registration.
+    /// [`Region::fill`] calls in progress (but registration's own, which ends before the
+    /// region is handed out). Teardown waits (on [`Region::idle`]) until it is 0, so that no
+    /// pin round outlives the region's registration.
     fills: usize,
     /// Page index range `[a, b)` that holds every suspect pin; empty when `a >= b`.
     suspect: (usize, usize),
@@ -148,12 +149,19 @@ pub(crate) struct Region {
     /// nothing is taken under it.
     #[pin]
     table: SpinLock<PinTable>,
-    /// Signalled when `pages.fills` drops to 0 (teardown waits on it).
+    /// Signalled when `pages.fills` drops to 0 in a dead region (teardown, the only waiter,
+    /// marks the region dead before it waits).
     #[pin]
     idle: CondVar,
     /// Signalled when a fault request finished and when the region is cancelled.
     #[pin]
     fault_done: CondVar,
+    /// Accesses waiting on `fault_done` (see [`Region::wait_for_fault`]). A waiter counts
+    /// itself in, with a full barrier, before it reads `cancelled`; [`Region::cancel`] sets
+    /// `cancelled`, with a full barrier, before it reads this count, and wakes the waiters
+    /// (under the `pages` lock) only when it is not 0: so either the waiter sees `cancelled`,
+    /// or `cancel` sees the waiter, and a deregistration with nobody waiting takes no lock.
+    fault_waiters: Atomic<u32>,
     /// Membership in the mm's verify queue ([`MmState`]).
     #[pin]
     verify_links: ListLinks<0>,
@@ -430,6 +438,7 @@ impl Region {
             events: tag.events,
             torn_down: Atomic::new(false),
             cancelled: Atomic::new(false),
+            fault_waiters: Atomic::new(0),
             generation: Atomic::new(0),
             stats: Counters::new(),
         })
@@ -481,13 +490,17 @@ impl Region {
         }
     }
 
-    /// Stops every long operation on the region (see the `cancelled` field). Idempotent, does
-    /// not sleep; the region stays registered until [`Region::teardown`].
+    /// Stops every long operation on the region (see the `cancelled` field). Idempotent; takes
+    /// the region lock only when an access waits for a fault request (to wake it), so it may
+    /// sleep; the region stays registered until [`Region::teardown`].
     pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Release);
-        // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
-        let _guard = self.pages.lock();
-        self.fault_done.notify_all();
+        // Full: the store is ordered before the load of `fault_waiters` (see there).
+        self.cancelled.xchg(true, Full);
+        if self.fault_waiters.load(Relaxed) != 0 {
+            // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
+            let _guard = self.pages.lock();
+            self.fault_done.notify_all();
+        }
     }
 
     /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
@@ -510,23 +523,25 @@ impl Region {
             return;
         }
         // Stop long operations, then mark dead: from now on invalidations neither queue work
-        // nor keep pages, and no pin round starts.
+        // nor keep pages, no pin round starts and none commits (`commit` checks `dead` under
+        // the lock), so the pins can be taken out in the same hold of the lock; an
+        // invalidation that still runs before the notifier is removed finds an empty table.
         self.cancel();
-        self.pages.lock().dead = true;
-        self.notifier.remove();
         let pins = {
             let mut inner = self.pages.lock();
+            inner.dead = true;
             // Wait for pin rounds in progress: each ends within one batch once it sees the
             // region cancelled (see `fill`), and its uncommitted pins are dropped before it
-            // leaves, so none outlives the registration.
+            // leaves, so none outlives the registration. `FillGuard` wakes `idle` for a dead
+            // region only.
             while inner.fills > 0 {
                 self.idle.wait(&mut inner);
             }
             inner.suspect = (0, 0);
             core::mem::take(&mut *self.table.lock())
         };
-        let dropped = pins.iter().filter(|p| p.is_some()).count();
-        crate::pin::unpin_all(pins.into_iter().flatten().map(|p| p.page));
+        self.notifier.remove();
+        let dropped = crate::pin::unpin_all(pins.into_pins());
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
         PinnedVmCharge::release(self.mm(), self.npages);

@@ -2,10 +2,10 @@
 
 //! Counters of a region, and of the whole module (`VAMR_IOC_STATS`).
 //!
-//! Each event is counted in the region's [`Counters`] and in [`GLOBAL`], with relaxed atomics:
-//! they are statistics, read without a lock and not used to make decisions. The byte counters
-//! of the data path ([`Counters::add_bytes`]) are global per CPU instead, so that an access
-//! dirties no cache line shared by the whole module; [`global_snapshot`] sums them.
+//! Each event is counted in the region's [`Counters`], with relaxed atomics (statistics, read
+//! without a lock and not used to make decisions), and in the module-wide counters, which are
+//! per CPU (`src/vamr_glue.c`): an event adds to its own CPU's counter with no atomic
+//! operation and no cache line shared by the whole module; [`global_snapshot`] sums them.
 
 use crate::notifier::Event;
 use crate::uapi;
@@ -13,8 +13,8 @@ use kernel::sync::atomic::{Atomic, Relaxed};
 
 // Declarations: src/vamr_glue.h.
 extern "C" {
-    fn vamr_global_bytes_add(idx: u32, n: u64);
-    fn vamr_global_bytes_sum(idx: u32) -> u64;
+    fn vamr_global_add(idx: u32, n: u64);
+    fn vamr_global_sum(idx: u32) -> u64;
 }
 
 /// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
@@ -56,6 +56,8 @@ impl Kind {
 // `struct vamr_counters` ([`uapi::Counters`]) holds one `u64` per kind and one per invalidation
 // kind ([`Counters::snapshot`] fills every field).
 const _: () = assert!(core::mem::size_of::<uapi::Counters>() == 8 * (Kind::COUNT + Event::COUNT));
+// The per-CPU module-wide counters have room for every kind and invalidation kind.
+const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
 
 /// One set of counters.
 pub(crate) struct Counters {
@@ -63,18 +65,42 @@ pub(crate) struct Counters {
     invalidations: [Atomic<u64>; Event::COUNT],
 }
 
-/// Counters over every region of the module, live or gone (but the byte counters: see
-/// [`global_snapshot`]).
-pub(crate) static GLOBAL: Counters = Counters::new();
+/// Adds `n` (wrapping: a gauge goes down by its two's complement) to this CPU's module-wide
+/// counter `idx` (a kind, or `Kind::COUNT` + an invalidation kind). Any context.
+fn global_add(idx: usize, n: u64) {
+    // SAFETY: no preconditions; `this_cpu_add` on a per-CPU array, `idx` checked in C.
+    unsafe { vamr_global_add(idx as u32, n) };
+}
 
-/// A snapshot of the module-wide counters: [`GLOBAL`], with the per-CPU byte counters summed.
+/// A snapshot of the module-wide counters, summed over the CPUs, of every region of the module,
+/// live or gone.
 pub(crate) fn global_snapshot() -> uapi::Counters {
-    let mut c = GLOBAL.snapshot();
-    // SAFETY: no preconditions; sums a per-CPU array indexed 0 or 1.
-    c.bytes_read = unsafe { vamr_global_bytes_sum(0) };
-    // SAFETY: as above.
-    c.bytes_written = unsafe { vamr_global_bytes_sum(1) };
-    c
+    // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
+    let sum = |idx: usize| unsafe { vamr_global_sum(idx as u32) };
+    let mut inv = [0u64; Event::COUNT];
+    for (i, dst) in inv.iter_mut().enumerate() {
+        *dst = sum(Kind::COUNT + i);
+    }
+    to_uapi(|k| sum(k as usize), inv)
+}
+
+/// The UAPI layout of the counters `get` reads and the invalidation counts `inv`.
+fn to_uapi(get: impl Fn(Kind) -> u64, inv: [u64; Event::COUNT]) -> uapi::Counters {
+    uapi::Counters {
+        pages_pinned: get(Kind::PagesPinned),
+        regions: get(Kind::Regions),
+        invalidations: inv,
+        invalidations_refused: get(Kind::InvalidationsRefused),
+        pages_unpinned: get(Kind::PagesUnpinned),
+        pins_swapped: get(Kind::PinsSwapped),
+        ondemand_repins: get(Kind::OnDemandRepins),
+        repin_retries: get(Kind::RepinRetries),
+        access_faults: get(Kind::AccessFaults),
+        bytes_read: get(Kind::BytesRead),
+        bytes_written: get(Kind::BytesWritten),
+        pins_kept: get(Kind::PinsKept),
+        fault_requests: get(Kind::FaultRequests),
+    }
 }
 
 impl Counters {
@@ -86,31 +112,28 @@ impl Counters {
         }
     }
 
-    /// Adds `n` to `kind` here and in [`GLOBAL`]. Any context.
+    /// Adds `n` to `kind` here and in the module-wide counters. Any context.
     pub(crate) fn add(&self, kind: Kind, n: u64) {
         self.by_kind[kind as usize].add(n, Relaxed);
-        GLOBAL.by_kind[kind as usize].add(n, Relaxed);
+        global_add(kind as usize, n);
     }
 
-    /// Adds `n` bytes to `kind` ([`Kind::BytesRead`] or [`Kind::BytesWritten`]) here and to this
-    /// CPU's global byte counter (see the module documentation). Any context.
+    /// Adds `n` bytes to `kind` ([`Kind::BytesRead`] or [`Kind::BytesWritten`]) here and in the
+    /// module-wide counters. Any context.
     pub(crate) fn add_bytes(&self, kind: Kind, n: u64) {
-        self.by_kind[kind as usize].add(n, Relaxed);
-        let idx = u32::from(matches!(kind, Kind::BytesWritten));
-        // SAFETY: no preconditions; `this_cpu_add` on a per-CPU array indexed 0 or 1.
-        unsafe { vamr_global_bytes_add(idx, n) };
+        self.add(kind, n);
     }
 
-    /// Subtracts `n` from `kind` (a gauge) here and in [`GLOBAL`]. Any context.
+    /// Subtracts `n` from `kind` (a gauge) here and in the module-wide counters. Any context.
     pub(crate) fn sub(&self, kind: Kind, n: u64) {
         self.by_kind[kind as usize].fetch_sub(n, Relaxed);
-        GLOBAL.by_kind[kind as usize].fetch_sub(n, Relaxed);
+        global_add(kind as usize, n.wrapping_neg());
     }
 
     /// Counts one invalidation of kind `event`. Any context.
     pub(crate) fn invalidation(&self, event: Event) {
         self.invalidations[event.index()].add(1, Relaxed);
-        GLOBAL.invalidations[event.index()].add(1, Relaxed);
+        global_add(Kind::COUNT + event.index(), 1);
     }
 
     /// Current value of `kind`.
@@ -120,25 +143,10 @@ impl Counters {
 
     /// A snapshot in the UAPI layout.
     pub(crate) fn snapshot(&self) -> uapi::Counters {
-        let k = |kind: Kind| self.get(kind);
         let mut inv = [0u64; Event::COUNT];
         for (dst, src) in inv.iter_mut().zip(self.invalidations.iter()) {
             *dst = src.load(Relaxed);
         }
-        uapi::Counters {
-            pages_pinned: k(Kind::PagesPinned),
-            regions: k(Kind::Regions),
-            invalidations: inv,
-            invalidations_refused: k(Kind::InvalidationsRefused),
-            pages_unpinned: k(Kind::PagesUnpinned),
-            pins_swapped: k(Kind::PinsSwapped),
-            ondemand_repins: k(Kind::OnDemandRepins),
-            repin_retries: k(Kind::RepinRetries),
-            access_faults: k(Kind::AccessFaults),
-            bytes_read: k(Kind::BytesRead),
-            bytes_written: k(Kind::BytesWritten),
-            pins_kept: k(Kind::PinsKept),
-            fault_requests: k(Kind::FaultRequests),
-        }
+        to_uapi(|k| self.get(k), inv)
     }
 }

@@ -470,23 +470,29 @@ bool vamr_fatal_signal_pending(void)
 }
 
 /*
- * Global byte counters of the data path, per CPU: an access adds to its own
- * CPU's counter (this_cpu_add(), no shared cache line); VAMR_IOC_STATS sums
- * them. idx: 0 bytes read, 1 bytes written.
+ * The module-wide counters (VAMR_STATS_GLOBAL), per CPU: an event adds to its
+ * own CPU's counter (this_cpu_add(): no atomic operation, no shared cache
+ * line); VAMR_IOC_STATS sums them. Gauges (pages pinned, regions) go down by
+ * adding the two's complement, so the sum over the CPUs is the value. idx:
+ * the counter's position in struct vamr_counters (src/stats.rs).
  */
-static DEFINE_PER_CPU(u64, vamr_bytes[2]);
+#define VAMR_GLOBAL_COUNTERS 32
+static DEFINE_PER_CPU(u64, vamr_global[VAMR_GLOBAL_COUNTERS]);
 
-void vamr_global_bytes_add(unsigned int idx, u64 n)
+void vamr_global_add(unsigned int idx, u64 n)
 {
-	this_cpu_add(vamr_bytes[idx & 1], n);
+	if (idx < VAMR_GLOBAL_COUNTERS)
+		this_cpu_add(vamr_global[idx], n);
 }
 
-u64 vamr_global_bytes_sum(unsigned int idx)
+u64 vamr_global_sum(unsigned int idx)
 {
 	u64 sum = 0;
 	int cpu;
 
+	if (idx >= VAMR_GLOBAL_COUNTERS)
+		return 0;
 	for_each_possible_cpu(cpu)
-		sum += per_cpu(vamr_bytes[idx & 1], cpu);
+		sum += per_cpu(vamr_global[idx], cpu);
 	return sum;
 }

@@ -8,7 +8,7 @@ use super::Region;
 use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::Acquire;
+use kernel::sync::atomic::{Acquire, Full, Relaxed};
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
@@ -105,17 +105,24 @@ impl Region {
             crate::trace::fault_request(self.start, va, write);
         }
         let mut inner = self.pages.lock();
-        while inner.faults_done == ticket {
+        // Counted in before `cancelled` is read (Full), so that `cancel` wakes this wait (see
+        // `Region::fault_waiters`).
+        self.fault_waiters.fetch_add(1, Full);
+        let res = loop {
+            if inner.faults_done != ticket {
+                break Ok(());
+            }
             if inner.dead {
-                return Err(EFAULT);
+                break Err(EFAULT);
             }
             if self.cancelled.load(Acquire) {
-                return Err(ECANCELED);
+                break Err(ECANCELED);
             }
             if self.fault_done.wait_interruptible(&mut inner) {
-                return Err(EINTR);
+                break Err(EINTR);
             }
-        }
-        Ok(())
+        };
+        self.fault_waiters.fetch_sub(1, Relaxed);
+        res
     }
 }

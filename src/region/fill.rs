@@ -6,7 +6,7 @@
 
 use super::table::{PagePin, TABLE_CHUNK};
 use super::Region;
-use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, PIN_BATCH};
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, Pins, PIN_BATCH};
 use crate::stats::Kind;
 use crate::uapi;
 use kernel::mm::MmWithUser;
@@ -115,14 +115,29 @@ impl Region {
         cause: PinCause,
         mode: PinMode,
     ) -> Result<usize> {
-        let _active = FillGuard::enter(self)?;
+        // Registration's round runs before the registration is handed out, so nothing can
+        // tear the region down meanwhile (teardown is the registration's `Drop`), and it is the
+        // only one to fill the slots from `idx` on (no access or prefetch can reach the
+        // region yet; the verify pass refills only slots this round committed): it needs
+        // neither the count of rounds that teardown waits for nor a look for the next gap.
+        let register = cause == PinCause::Register;
+        let _active = if register {
+            None
+        } else {
+            Some(FillGuard::enter(self)?)
+        };
         let mut end = first + count;
         let mut idx = first;
         let mut committed = 0;
         let mut faulted = false;
         'pages: while idx < end {
             self.check_interrupted()?;
-            let Some((gap, mut gap_end)) = self.next_gap(idx, end, mode)? else {
+            let next = if register {
+                Some((idx, end.min(idx + PIN_BATCH)))
+            } else {
+                self.next_gap(idx, end, mode)?
+            };
+            let Some((gap, mut gap_end)) = next else {
                 break;
             };
             idx = gap;
@@ -200,7 +215,7 @@ impl Region {
     /// now). Returns the number committed, or `None` when the round must be retried. Pins not
     /// committed, and the pins replaced, are dropped after the lock is released. Errors:
     /// `EFAULT` (dead region), `ENOMEM`.
-    fn commit(&self, idx: usize, mut pins: KVec<PinnedPage>, seq: usize) -> Result<Option<usize>> {
+    fn commit(&self, idx: usize, pins: Pins, seq: usize) -> Result<Option<usize>> {
         // Room for the pins that the commit displaces or does not use, allocated outside the
         // locks (no allocation under them), and only when a slot of the range is taken: a
         // round over absent slots (registration, fresh memory) allocates nothing here.
@@ -226,7 +241,7 @@ impl Region {
         };
         let mut committed = 0;
         let mut added = 0u64;
-        for (i, pin) in pins.drain_all().enumerate() {
+        for (i, pin) in pins.into_pins().enumerate() {
             let slot = &mut table[idx + i];
             match slot {
                 None => {
@@ -339,7 +354,9 @@ impl Drop for FillGuard<'_> {
     fn drop(&mut self) {
         let mut inner = self.0.pages.lock();
         inner.fills -= 1;
-        if inner.fills == 0 {
+        // Only teardown waits for `fills` to reach 0, and it marks the region dead (under this
+        // lock) before it waits: a live region has nobody to wake.
+        if inner.fills == 0 && inner.dead {
             self.0.idle.notify_all();
         }
     }

@@ -50,24 +50,91 @@ impl PagePin {
 }
 
 /// The pin table of a region, under `Region::table`: one entry per page of the region;
-/// `None` is an absent page. A `KVVec`: 8 bytes per page, so large regions need more than
-/// kmalloc gives. A pin may be a read pin even in a writable region (read prefetch, on-demand
-/// read); writes need a write pin and upgrade. Teardown empties it (an access that then looks a
-/// page up finds nothing and takes the slow path, which sees the region dead).
-pub(super) type PinTable = KVVec<Option<PagePin>>;
+/// `None` is an absent page; used as a slice (`Deref`). A region of at most [`INLINE_SLOTS`]
+/// pages keeps its entries in the region itself, so that registering and deregistering a small
+/// MR allocate and free no table; a larger one has a `KVVec`: 8 bytes per page, so large
+/// regions need more than kmalloc gives. A pin may be a read pin even in a writable region
+/// (read prefetch, on-demand read); writes need a write pin and upgrade. Teardown empties it
+/// (an access that then looks a page up finds nothing and takes the slow path, which sees the
+/// region dead).
+///
+/// # Invariants
+///
+/// `Inline::len <= INLINE_SLOTS`, and the slots from `len` on are `None`.
+pub(super) enum PinTable {
+    Inline {
+        slots: [Option<PagePin>; INLINE_SLOTS],
+        len: usize,
+    },
+    Heap(KVVec<Option<PagePin>>),
+}
+
+/// Most pages of a region whose pin table lives in the region (see [`PinTable`]): 16 KiB.
+const INLINE_SLOTS: usize = 4;
+
+impl Default for PinTable {
+    /// An empty table (what teardown leaves).
+    fn default() -> Self {
+        // INVARIANT: no slot in use, all `None`.
+        PinTable::Inline {
+            slots: [const { None }; INLINE_SLOTS],
+            len: 0,
+        }
+    }
+}
+
+impl core::ops::Deref for PinTable {
+    type Target = [Option<PagePin>];
+
+    fn deref(&self) -> &[Option<PagePin>] {
+        match self {
+            PinTable::Inline { slots, len } => &slots[..*len],
+            PinTable::Heap(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for PinTable {
+    fn deref_mut(&mut self) -> &mut [Option<PagePin>] {
+        match self {
+            PinTable::Inline { slots, len } => &mut slots[..*len],
+            PinTable::Heap(v) => v,
+        }
+    }
+}
+
+impl PinTable {
+    /// The pins, in page order (the table is consumed; teardown unpins them).
+    pub(super) fn into_pins(self) -> impl Iterator<Item = PinnedPage> {
+        let (inline, heap) = match self {
+            PinTable::Inline { slots, .. } => (Some(slots), None),
+            PinTable::Heap(v) => (None, Some(v)),
+        };
+        let inline = inline.into_iter().flat_map(|a| a.into_iter().flatten());
+        Iterator::chain(inline, heap.into_iter().flatten().flatten()).map(|p| p.page)
+    }
+}
 
 /// Most slots an invalidation visits per hold of `Region::table`: bounds the time a run of
 /// the data path waits for it (the invalidation itself has not returned until it visited all).
 pub(super) const TABLE_CHUNK: usize = 4096;
 
-/// A pin table of `npages` absent pages, charged to the memory cgroup of current.
+/// A pin table of `npages` absent pages; a `KVVec` beyond [`INLINE_SLOTS`] pages, charged to
+/// the memory cgroup of current.
 pub(super) fn new_table(npages: usize) -> Result<PinTable> {
+    if npages <= INLINE_SLOTS {
+        // INVARIANT: `npages` slots of `INLINE_SLOTS`, all `None`.
+        return Ok(PinTable::Inline {
+            slots: [const { None }; INLINE_SLOTS],
+            len: npages,
+        });
+    }
     let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
     let mut pins = KVVec::with_capacity(npages, flags)?;
     for _ in 0..npages {
         pins.push(None, flags)?;
     }
-    Ok(pins)
+    Ok(PinTable::Heap(pins))
 }
 
 /// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.
