@@ -90,7 +90,7 @@ SANITIZER_PROBLEMS = {
 }
 
 # KUnit suites of vamr.ko; every #[kunit_tests(name)] in src/ is expected too.
-KUNIT_SUITES = ["vamr_kunit_events", "vamr_kunit_notifier", "vamr_kunit_region", "vamr_kunit_uapi"]
+KUNIT_SUITES = ["vamr_kunit_events", "vamr_kunit_inval_log", "vamr_kunit_notifier", "vamr_kunit_region", "vamr_kunit_uapi"]
 # The guest's set-up steps (scripts/guest/init), always present.
 SETUP_SECTION = "guest_setup"
 # Sections that do not exercise vamr: the stock rxe (rdma_baseline) and the

@@ -30,7 +30,7 @@ use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
@@ -75,16 +75,21 @@ struct RegionInner {
     faults_done: u64,
     /// A fault request of this region is queued or running (at most one at a time).
     fault_pending: bool,
+    /// The page ranges of the latest invalidations, numbered by [`Region::generation`] (see
+    /// [`InvalLog`]): a pin round commits unless one of those since its start covered its pages.
+    inval_log: InvalLog,
 }
 
 mod fault;
 mod fill;
+mod inval_log;
 mod io;
 mod table;
 mod verify;
 
 pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
+use inval_log::InvalLog;
 pub(crate) use io::{AtomicOp, Dir};
 use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 
@@ -106,6 +111,9 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///   same page at the VA. Slots of `table` change only with both `pages` and `table` held.
 ///   Every suspect pin lies in `pages.suspect`, and the region is then queued on its mm's
 ///   verify queue (or the pass that will clear it is running).
+/// - `generation` counts the invalidate callbacks that reached the region; each records its
+///   page range in `pages.inval_log` under the number it had before, and stores the new count
+///   (Release) after its `set_seq`, all under `pages` (the [`InvalLog`] invariants).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
@@ -191,8 +199,12 @@ pub(crate) struct Region {
     /// rounds, prefetch, on-demand pins, copies) stops at its next batch or page with
     /// `ECANCELED`, and no new one starts.
     cancelled: Atomic<bool>,
-    /// Invalidation count that touched this region (all kinds), for events generation.
+    /// Invalidations that reached this region (all kinds): the generation of events and
+    /// queries, and the numbering of [`RegionInner::inval_log`]. Written only by the invalidate
+    /// callback, under `pages`, with Release after its `set_seq` (see `Region::round_begin`).
     generation: Atomic<u64>,
+    /// The on-demand window of accesses (a hint, see [`io::AheadWindow`]).
+    ahead: io::AheadWindow,
     /// Per-region counters.
     pub(crate) stats: Counters,
 }
@@ -217,7 +229,14 @@ impl InvalidateHandler for Region {
         seq.set_seq();
         let event = range.event();
         self.stats.invalidation(event);
-        self.generation.add(1, Relaxed);
+        let (a, b) = self.page_span(range.start(), range.end());
+        // Only invalidations change `generation`, under `pages`: this is its value.
+        let k = self.generation.load(Relaxed);
+        inner.inval_log.record(k, a, b);
+        // Release: a pin round that reads the new count (Acquire, `Region::round_begin`)
+        // before its `read_begin` also sees `set_seq` above, so that `read_begin` waits for
+        // this invalidation to end (see `Region::round_stale`).
+        self.generation.store(k + 1, Release);
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
         if let (Some(events), true) = (&self.events, first < end) {
@@ -231,7 +250,6 @@ impl InvalidateHandler for Region {
             });
         }
 
-        let (a, b) = self.page_span(range.start(), range.end());
         if !event.mapping_survives() {
             // The pages leave the VA for good (munmap, process exit): unpin now, taking the
             // pins out of the table a few at a time and releasing them outside its lock.
@@ -419,6 +437,7 @@ impl Region {
                     dead: false,
                     faults_done: 0,
                     fault_pending: false,
+                    inval_log: InvalLog::new(),
                 },
                 "vamr_region_pages"
             ),
@@ -440,6 +459,7 @@ impl Region {
             cancelled: Atomic::new(false),
             fault_waiters: Atomic::new(0),
             generation: Atomic::new(0),
+            ahead: io::AheadWindow::new(),
             stats: Counters::new(),
         })
     }

@@ -93,8 +93,11 @@ impl Region {
             let request = match request {
                 Ok(request) => request,
                 Err(e) => {
+                    // Counted as finished: accesses that joined this request meanwhile
+                    // wait for `faults_done` to move, and pin again (asking themselves).
                     let mut inner = self.pages.lock();
                     inner.fault_pending = false;
+                    inner.faults_done += 1;
                     self.fault_done.notify_all();
                     return Err(e);
                 }

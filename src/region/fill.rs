@@ -5,14 +5,29 @@
 //! `mmu_interval_read_retry()` protocol (see `Documentation/vamr.rst`, "Pinning").
 
 use super::table::{PagePin, TABLE_CHUNK};
-use super::Region;
+use super::{Region, RegionInner};
 use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, Pins, PIN_BATCH};
 use crate::stats::Kind;
 use crate::uapi;
 use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::Acquire;
+use kernel::sync::atomic::{Acquire, Relaxed};
+
+/// A pin round's start ([`Region::round_begin`]): the notifier sequence of its
+/// `mmu_interval_read_begin()` and the region's invalidation count just before it.
+#[derive(Clone, Copy)]
+pub(super) struct Round {
+    seq: usize,
+    since: u64,
+}
+
+impl Round {
+    /// The notifier sequence (for `hmm_range_fault()`).
+    pub(super) fn seq(&self) -> usize {
+        self.seq
+    }
+}
 
 /// How many times a re-pin round is retried after racing with an invalidation before the pages
 /// are left absent (to be pinned on the next access).
@@ -27,7 +42,7 @@ pub(super) enum PinCause {
     /// A prefetch: pages that cannot be pinned are skipped.
     OnDemand,
     /// An access: pins from its current page to the end of the access (page index `until`
-    /// excluded) and a window after it ([`AHEAD_PAGES`](super::io::AHEAD_PAGES)), and stops at the first page that
+    /// excluded) and a window after it ([`AheadWindow`](super::io::AheadWindow)), and stops at the first page that
     /// cannot be pinned (the access fails there if it is its own). The window never faults a
     /// userfaultfd-registered VMA (see [`pin_user_range`]).
     Access {
@@ -96,7 +111,8 @@ impl Region {
     /// Pins the pages of `[first, first + count)` that `mode` needs (absent ones, and read pins
     /// when `mode` writes), batch by batch, following the `mmu_interval_read_begin()` /
     /// `mmu_interval_read_retry()` protocol: pin without the lock, commit a batch under the
-    /// lock only if no invalidation began since its `read_begin`, else drop it and pin it again
+    /// lock only if no invalidation of its pages began since its `read_begin` (see
+    /// [`Region::round_stale`]), else drop it and pin it again
     /// ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages that cannot be pinned are
     /// skipped: holes and VMAs that refuse the access a VMA at a time, other pages one by one
     /// (see [`resume_after_fault`]).
@@ -142,7 +158,7 @@ impl Region {
             };
             idx = gap;
             for _ in 0..REPIN_ATTEMPTS {
-                let seq = self.notifier.read_begin();
+                let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`).
                 let must = match cause {
@@ -171,7 +187,7 @@ impl Region {
                     Err(e) => return Err(e),
                 };
                 let n = pins.len();
-                match self.commit(idx, pins, seq)? {
+                match self.commit(idx, pins, round)? {
                     Some(c) => {
                         committed += c;
                         idx += n;
@@ -209,13 +225,48 @@ impl Region {
         Ok(committed)
     }
 
+    /// Starts a pin round (or a page-table snapshot): the region's invalidation count, then
+    /// `mmu_interval_read_begin()`, in that order (see [`Region::round_stale`]). May sleep (it
+    /// waits for an invalidation of the region in progress to end).
+    pub(super) fn round_begin(&self) -> Round {
+        // Acquire, paired with the Release of the invalidate callback: if this load sees an
+        // invalidation counted, `read_begin` below sees its `set_seq` and waits for its end.
+        let since = self.generation.load(Acquire);
+        let seq = self.notifier.read_begin();
+        Round { seq, since }
+    }
+
+    /// Whether what a round started with [`Region::round_begin`] read of pages `[a, b)` (pins
+    /// or a snapshot) may be out of date: an invalidation of the region began since its
+    /// `read_begin` (`mmu_interval_read_retry()`) *and* one of those counted since covered a
+    /// page of `[a, b)` or is no longer remembered ([`InvalLog`]). An invalidation changes the
+    /// page table only inside its own range, and the rest were either over before `read_begin`
+    /// returned (it waited for them: their count was seen, so their `set_seq` was) or are in
+    /// the log; so when this is false, every page read is the page mapped now. `inner` is the
+    /// held `pages` lock, under which invalidations record their ranges and count.
+    ///
+    /// [`InvalLog`]: super::InvalLog
+    pub(super) fn round_stale(
+        &self,
+        inner: &RegionInner,
+        round: Round,
+        a: usize,
+        b: usize,
+    ) -> bool {
+        self.notifier.read_retry(round.seq)
+            && inner
+                .inval_log
+                .touched(round.since, self.generation.load(Relaxed), a, b)
+    }
+
     /// Commits `pins` (the pages from index `idx` on) into the absent slots, in place of
-    /// suspect pins, and in place of read pins when they are write pins, unless an invalidation
-    /// began since `read_begin` returned `seq` (then every pin of the round is the page mapped
+    /// suspect pins, and in place of read pins when they are write pins, unless the round is
+    /// stale ([`Region::round_stale`]: an invalidation that began since the round's
+    /// `read_begin` covered one of these pages; else every pin of the round is the page mapped
     /// now). Returns the number committed, or `None` when the round must be retried. Pins not
     /// committed, and the pins replaced, are dropped after the lock is released. Errors:
     /// `EFAULT` (dead region), `ENOMEM`.
-    fn commit(&self, idx: usize, pins: Pins, seq: usize) -> Result<Option<usize>> {
+    fn commit(&self, idx: usize, pins: Pins, round: Round) -> Result<Option<usize>> {
         // Room for the pins that the commit displaces or does not use, allocated outside the
         // locks (no allocation under them), and only when a slot of the range is taken: a
         // round over absent slots (registration, fresh memory) allocates nothing here.
@@ -227,7 +278,7 @@ impl Region {
                 drop(inner);
                 return Err(EFAULT);
             }
-            if self.notifier.read_retry(seq) {
+            if self.round_stale(&inner, round, idx, idx + n) {
                 drop(inner);
                 return Ok(None);
             }
@@ -250,7 +301,7 @@ impl Region {
                     added += 1;
                 }
                 Some(old) if old.suspect() || (pin.writable() && !old.page.writable()) => {
-                    // The new pin is the page mapped now (no invalidation began since `seq`):
+                    // The new pin is the page mapped now (the round is not stale):
                     // it replaces a suspect pin, or a read pin when it is a write pin. Cannot
                     // fail: a slot is taken, so `extra` has room for every pin (checked above,
                     // under the same locks).

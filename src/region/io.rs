@@ -11,7 +11,7 @@ use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 
 /// Direction of a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -51,20 +51,77 @@ pub(crate) enum AtomicOp {
 /// in-kernel API copies more at once.
 pub(super) const RUN_PAGES: usize = 16;
 
-/// Pages an access that must pin also pins after its own, in the same GUP call (for its
-/// direction, faulting them in): the absent slots right after the access, up to the first slot
-/// that holds a pin. A stream of packets over freshly mapped or remapped memory then takes one
-/// slow path per GUP batch instead of one per packet, and the fixed cost of the slow path (mm
-/// reference, read_begin, commit) is spread over the batch. mlx5 does the same after a
-/// responder page fault (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c); ours is
-/// one GUP batch ([`PIN_BATCH`] pages, 2 MiB). Suspect pins are not in the window: the verify
-/// pass keeps them without GUP when their page did not change (a VMA split marks a whole 2 MiB
-/// block suspect), and re-pinning 512 of them in the path of one packet would delay its
-/// response while the process keeps remapping. Bounded by the region's end; a page of the
-/// window that cannot be pinned ends it. Like ODP's prefetch, this may fault in pages that the
-/// process released (MADV_DONTNEED) next to the page the peer touches, once the verify pass
-/// found them gone; the verify pass itself never faults.
-pub(super) const AHEAD_PAGES: usize = PIN_BATCH;
+/// The on-demand window of a region's accesses: pages an access that must pin also pins after
+/// its own, in the same GUP call (for its direction, faulting them in): the absent slots right
+/// after the access, up to the first slot that holds a pin, at most the window's size from the
+/// access's first missing page. A stream of packets over freshly mapped or remapped memory then
+/// takes one slow path per window instead of one per packet, and the fixed cost of the slow
+/// path (mm reference, read_begin, commit) is spread over the window. mlx5 does the same after a
+/// responder page fault (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c).
+///
+/// The size adapts the way readahead does (mm/readahead.c): it starts at [`AHEAD_INIT`] pages,
+/// doubles up to [`AHEAD_MAX`] (one GUP batch) each time a slow path comes at or after the end
+/// of the last window (the stream used it), halves down to [`AHEAD_MIN`] each time a slow path
+/// comes *inside* the last window (a page pinned ahead was invalidated before the access got to
+/// it, or the round lost it to an invalidation: while the process remaps under a stream, pins
+/// made far ahead are work thrown away), and starts again at [`AHEAD_INIT`] after a jump.
+///
+/// Suspect pins are not in the window: the verify pass keeps them without GUP when their page
+/// did not change (a VMA split marks a whole 2 MiB block suspect), and re-pinning 512 of them in
+/// the path of one packet would delay its response while the process keeps remapping. Bounded
+/// by the region's end; a page of the window that cannot be pinned ends it. Like ODP's
+/// prefetch, this may fault in pages that the process released (MADV_DONTNEED) next to the
+/// page the peer touches, once the verify pass found them gone; the verify pass itself never
+/// faults.
+///
+/// The fields are a hint, read and written with relaxed atomics and no lock: accesses that
+/// race on them only size each other's windows less well.
+pub(super) struct AheadWindow {
+    /// First page index of the last window (`usize::MAX`: none yet).
+    start: Atomic<usize>,
+    /// Page index after the last window.
+    end: Atomic<usize>,
+    /// Size of the last window, in pages (`AHEAD_MIN..=AHEAD_MAX`).
+    size: Atomic<usize>,
+}
+
+/// Size of an access's first window, in pages (256 KiB).
+pub(super) const AHEAD_INIT: usize = 64;
+/// Smallest window, in pages: one run of the data path ([`RUN_PAGES`]).
+pub(super) const AHEAD_MIN: usize = RUN_PAGES;
+/// Largest window, in pages: one GUP batch ([`PIN_BATCH`], 2 MiB).
+pub(super) const AHEAD_MAX: usize = PIN_BATCH;
+
+impl AheadWindow {
+    /// No window yet.
+    pub(super) const fn new() -> Self {
+        AheadWindow {
+            start: Atomic::new(usize::MAX),
+            end: Atomic::new(usize::MAX),
+            size: Atomic::new(AHEAD_INIT),
+        }
+    }
+
+    /// The size, in pages from `idx`, of the window of a slow path at page `idx` (see above).
+    fn size_at(&self, idx: usize) -> usize {
+        let (start, end) = (self.start.load(Relaxed), self.end.load(Relaxed));
+        let size = self.size.load(Relaxed).clamp(AHEAD_MIN, AHEAD_MAX);
+        if start <= idx && idx < end {
+            (size / 2).max(AHEAD_MIN)
+        } else if idx >= end && idx - end <= size {
+            (size * 2).min(AHEAD_MAX)
+        } else {
+            AHEAD_INIT
+        }
+    }
+
+    /// Remembers the window `[start, end)` of `size` pages just pinned.
+    fn set(&self, start: usize, end: usize, size: usize) {
+        self.start.store(start, Relaxed);
+        self.end.store(end, Relaxed);
+        self.size.store(size, Relaxed);
+    }
+}
 
 impl Region {
     /// The data path: calls `f(page, in_page, done, n)` for each page-bounded piece of the `len`
@@ -148,8 +205,8 @@ impl Region {
 
     /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when
     /// `write`) together with the pages of the same access up to index `last` and the absent
-    /// slots right after it, up to [`AHEAD_PAGES`] pages from `idx` (suspect pins there are
-    /// left to the verify pass, which keeps them without GUP), at most [`PIN_BATCH`] in one
+    /// slots right after it, up to the region's [`AheadWindow`] from `idx` (suspect pins there
+    /// are left to the verify pass, which keeps them without GUP), at most [`PIN_BATCH`] in one
     /// round. Success does not promise a usable pin (an invalidation may have won): the caller
     /// looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
@@ -159,7 +216,8 @@ impl Region {
             nofault: false,
             owner: self.current_is_owner(),
         };
-        let window = AHEAD_PAGES.min(self.npages - idx);
+        let size = self.ahead.size_at(idx);
+        let window = size.min(self.npages - idx);
         let count = if last + 1 - idx >= window {
             last + 1 - idx
         } else {
@@ -168,6 +226,7 @@ impl Region {
             (last + 1..idx + window).take_while(absent).count() + (last + 1 - idx)
         }
         .min(PIN_BATCH);
+        self.ahead.set(idx, idx + count, size);
         let cause = PinCause::Access { until: last + 1 };
         let pinned = self.fill(&mm, idx, count, cause, mode);
         drop(mm);

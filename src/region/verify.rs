@@ -66,16 +66,16 @@ impl Region {
         let mut attempts = 0;
         let (kept, swap) = loop {
             attempts += 1;
-            let seq = self.notifier.read_begin();
+            let round = self.round_begin();
             let snap = self
                 .notifier
-                .snapshot(seq, self.start + i * PAGE_SIZE, &mut pfns);
+                .snapshot(round.seq(), self.start + i * PAGE_SIZE, &mut pfns);
             let inner = self.pages.lock();
             if inner.dead {
                 return Err(EFAULT);
             }
             let stale = match snap {
-                Ok(()) => self.notifier.read_retry(seq),
+                Ok(()) => self.round_stale(&inner, round, i, j),
                 Err(EBUSY) => true,
                 // Cannot read the page table: treat every suspect pin as gone.
                 Err(_) => {

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -267,6 +268,9 @@ static long stream_strided(enum ibv_wr_opcode op, uint8_t *lb, uint32_t lkey, ui
 			if (wc[i].status == IBV_WC_SUCCESS) {
 				good += wc[i].wr_id;
 			} else {
+				if (!*nerr)
+					progress("error completion: %s (vendor error %u)",
+						 ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
 				(*nerr)++;
 				bad = 1;
 			}
@@ -683,6 +687,30 @@ struct remapper {
 	long n, errors;
 };
 
+/*
+ * vamr's module-wide counters (VAMR_IOC_STATS, VAMR_STATS_GLOBAL) into *c; 0, or -1 when
+ * /dev/vamr cannot answer (then the per-remap line says so).
+ */
+static int vamr_global_counters(struct vamr_counters *c)
+{
+	struct vamr_stats st = { .handle = VAMR_STATS_GLOBAL };
+	int fd = open("/dev/vamr", O_RDWR | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -1;
+	ret = ioctl(fd, VAMR_IOC_STATS, &st);
+	close(fd);
+	if (ret)
+		return -1;
+	*c = st.counters;
+	return 0;
+}
+
+/* What vamr did per remap in the VA slices with remaps (sums over all rounds). */
+static double va_remaps;
+static uint64_t va_repinned, va_unpinned, va_lost;
+static int va_counters_ok = 1;
+
 static void *remap_thread(void *arg)
 {
 	struct remapper *rm = arg;
@@ -730,6 +758,11 @@ static void bench_remaps(void)
 				long e = 0, got;
 				int on = j & 1;
 
+				struct vamr_counters c0, c1;
+				int counted = on && k == VA && !vamr_global_counters(&c0);
+
+				if (on && k == VA && !counted)
+					va_counters_ok = 0;
 				if (on && pthread_create(&th, NULL, remap_thread, &rm)) {
 					fail("pthread_create");
 					return;
@@ -745,6 +778,14 @@ static void bench_remaps(void)
 						fail("mmap(MAP_FIXED) failed %ld times", rm.errors);
 					remap_err[k] += e;
 					n_remaps += rm.n;
+					if (counted && !vamr_global_counters(&c1)) {
+						va_remaps += rm.n;
+						va_repinned += c1.ondemand_repins - c0.ondemand_repins;
+						va_unpinned += c1.pages_unpinned - c0.pages_unpinned;
+						va_lost += c1.repin_retries - c0.repin_retries;
+					} else if (counted) {
+						va_counters_ok = 0;
+					}
 				}
 				if (got < 0 || e)
 					bad_transfer(k, on ? "WRITE stream under remaps: error completions" :
@@ -1362,6 +1403,13 @@ static void print_table(double wall_s)
 	for (k = 0; k < NKIND; k++)
 		printf(" %s %ld", kind_name[k], remap_err[k]);
 	printf(")\n");
+	if (va_counters_ok && va_remaps > 0)
+		printf("va/remap   %.1f pages pinned on demand, %.1f unpinned, %.2f pin rounds lost to a race"
+		       "   (vamr's counters; a remap replaces %lu pages)\n",
+		       va_repinned / va_remaps, va_unpinned / va_remaps, va_lost / va_remaps,
+		       REMAP_CHUNK / 4096);
+	else if (!va_counters_ok)
+		printf("va/remap   - (vamr's counters unavailable)\n");
 	band("[7] one-page invalidation, us of the call alone: munmap / mprotect(RO and back) /\n"
 	     "    MADV_DONTNEED of one page in a 16 MiB MR; munmap of one page among 1000 MRs of 16 KiB",
 	     hinv, NICOL, g_inv, NULL, 1);

@@ -123,6 +123,71 @@ TEST_F(region, munmap_mmap_same_va)
 	munmap(a, len);
 }
 
+/*
+ * Pages that one write of a byte (seed 20, position idx) at page idx of a pinned in region h
+ * (pages_pinned after minus before); the CPU must then see the byte there.
+ */
+static uint64_t window_of_write(struct __test_metadata *_metadata, int fd, uint32_t h,
+				uint8_t *a, size_t idx)
+{
+	uint8_t b = pattern_byte(20, idx);
+	struct vamr_stats st0, st1;
+
+	EXPECT_EQ(0, vamr_stats(fd, h, &st0));
+	EXPECT_EQ(0, vamr_write(fd, h, a + idx * PAGE + 7, &b, 1));
+	EXPECT_EQ(b, a[idx * PAGE + 7]) TH_LOG("page %zu", idx);
+	EXPECT_EQ(0, vamr_stats(fd, h, &st1));
+	return st1.counters.pages_pinned - st0.counters.pages_pinned;
+}
+
+/*
+ * The on-demand window (AheadWindow, src/region/io.rs) adapts like readahead: an access
+ * that finds its page absent pins 64 pages from it at first, twice as many (up to 512) each
+ * time the next miss comes at the end of the last window, half as many (down to 16) when a
+ * miss comes inside it (a page pinned ahead was invalidated first), and 64 again after a
+ * jump; a window stops at the first pin it meets. The pages pinned ahead are the pages the
+ * CPU sees at their VAs.
+ */
+TEST_F(region, access_window_adapts)
+{
+	size_t n = 2048, len = n * PAGE;
+	uint8_t *a = map_anon(len);
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 19, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	/* Fresh, untouched memory at the same VA: every slot absent. */
+	ASSERT_EQ(0, remap_fixed(a, len));
+
+	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 0));
+	EXPECT_EQ(128u, window_of_write(_metadata, self->fd, h, a, 64));
+	EXPECT_EQ(256u, window_of_write(_metadata, self->fd, h, a, 192));
+	/* Pages inside the last window [192, 448) replaced before the stream gets there: half
+	 * the window (128), cut at the first pin (page 316). */
+	ASSERT_EQ(0, remap_fixed(a + 300 * PAGE, 16 * PAGE));
+	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 300));
+	/* A jump: 64 again, then 128 ([1064, 1192)). */
+	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 1000));
+	EXPECT_EQ(128u, window_of_write(_metadata, self->fd, h, a, 1064));
+	/* Misses inside the window, each after a remap of pages it pinned: 64, 32, 16, 16. */
+	ASSERT_EQ(0, remap_fixed(a + 1100 * PAGE, 300 * PAGE));
+	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 1100));
+	ASSERT_EQ(0, remap_fixed(a + 1150 * PAGE, 14 * PAGE));
+	EXPECT_EQ(32u, window_of_write(_metadata, self->fd, h, a, 1150));
+	ASSERT_EQ(0, remap_fixed(a + 1170 * PAGE, 12 * PAGE));
+	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 1170));
+	ASSERT_EQ(0, remap_fixed(a + 1180 * PAGE, 6 * PAGE));
+	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 1180));
+
+	/* What was pinned ahead is what the CPU sees: it writes, the region reads. */
+	pattern_fill(a + 100 * PAGE, 300 * PAGE, 21, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 100 * PAGE, self->buf, 300 * PAGE));
+	ASSERT_PATTERN(self->buf, 300 * PAGE, 21, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
 /* The same through raw syscalls, many times in a row. */
 TEST_F(region, raw_syscall_remap_loop)
 {
