@@ -154,6 +154,20 @@ def kernel_config(path):
     return opts
 
 
+def section_problems(label, kind, name, lines, rc, seen, expected, unexpected_hint):
+    """What is wrong with one section as a whole: run twice, not expected, a bad TAP plan.
+    Adds (kind, name) to seen."""
+    problems = []
+    if (kind, name) in seen:
+        problems.append(f"{label}: ran twice")
+    seen.add((kind, name))
+    if (kind, name) not in expected:
+        problems.append(f"{label}: not expected{unexpected_hint}")
+    for p in plan_problems(lines, kind) if rc is not None else []:
+        problems.append(f"{label}: {p}")
+    return problems
+
+
 def plan_problems(lines, kind):
     """Plans that do not match the results of a TAP section (top level only)
     or a KTAP section (every level: a plan counts the result lines of its
@@ -458,13 +472,8 @@ def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
         for kind, name, lines, rc in parse_sections(results):
             if kind == "demo":
                 continue
-            if (kind, name) in seen:
-                broken.append(f"two-node section {kind} {name}: ran twice")
-            seen.add((kind, name))
-            if (kind, name) not in expected:
-                broken.append(f"two-node section {kind} {name}: not expected")
-            for p in plan_problems(lines, kind) if rc is not None else []:
-                broken.append(f"two-node section {kind} {name}: {p}")
+            broken += section_problems(f"two-node section {kind} {name}", kind, name, lines, rc,
+                                       seen, expected, "")
             res = tap_results(lines, kind)
             if not res:
                 broken.append(f"two-node section {kind} {name}: no test results")
@@ -548,13 +557,8 @@ def main():
     for kind, name, lines, rc in parse_sections(results):
         if kind == "demo":
             continue
-        if (kind, name) in seen:
-            broken.append(f"section {kind} {name}: ran twice")
-        seen.add((kind, name))
-        if (kind, name) not in expected:
-            broken.append(f"section {kind} {name}: not expected (a stale program in the image?)")
-        for p in plan_problems(lines, kind) if rc is not None else []:
-            broken.append(f"section {kind} {name}: {p}")
+        broken += section_problems(f"section {kind} {name}", kind, name, lines, rc, seen, expected,
+                                   " (a stale program in the image?)")
         if kind == "faultinj":
             tests = tap_results(lines, "tap")
             for status, test, why in tests:
