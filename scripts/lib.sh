@@ -25,7 +25,7 @@ kbuild_llvm_args() {
 	fi
 }
 
-log() { printf '[vamr] %s\n' "$*" >&2; }
+log() { printf '[vamr %(%T)T] %s\n' -1 "$*" >&2; }
 die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }
 
 # The guests (scripts/run-guest.sh, scripts/run-pair.sh) boot the test kernel

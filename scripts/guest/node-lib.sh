@@ -122,3 +122,22 @@ on_b() {
 	cat "$VAMR_RUN/cmd/$_c.out"
 	return "$(cat "$VAMR_RUN/cmd/$_c.rc")"
 }
+
+# reap NAME...: ends the processes of these names (SIGTERM, then SIGKILL after
+# 10 s) and waits for them; prints which ones were still running.
+reap() {
+	_left=""
+	for _p in "$@"; do pgrep -x "$_p" >/dev/null && _left="$_left $_p"; done
+	[ -n "$_left" ] || return 0
+	echo "# node $(hostname): ending what is still running:$_left"
+	for _p in $_left; do pkill -x "$_p"; done
+	_i=0
+	while [ "$_i" -lt 20 ]; do
+		_alive=""
+		for _p in $_left; do pgrep -x "$_p" >/dev/null && _alive=1; done
+		[ -n "$_alive" ] || return 0
+		sleep 0.5
+		_i=$((_i + 1))
+	done
+	for _p in $_left; do pkill -9 -x "$_p"; done
+}

@@ -291,6 +291,41 @@ vamr_bytes() {
 		END { if (seen == 2) print n; else print "unknown" }'
 }
 
+# vamr_regions [on_b]: the VA regions live on this node (on node b with
+# on_b) now: vamrctl stats --global, the "regions" gauge.
+vamr_regions() {
+	if [ "${1:-}" = on_b ]; then
+		on_b "$VAMRCTL stats --global"
+	else
+		"$VAMRCTL" stats --global
+	fi 2>&1 | awk '$1 == "regions" { print $2; seen = 1 } END { if (!seen) print "unknown" }'
+}
+
+# no_va_regions: waits up to 30 s until neither node has a live VA region, so
+# that the module-wide byte counters read next move only for the program
+# under test. Prints the MRs still live (rdma res show mr: pid, comm) where
+# the wait ran out; returns 1 then.
+no_va_regions() {
+	i=0
+	while [ "$i" -lt 60 ]; do
+		[ "$(vamr_regions)" = 0 ] && [ "$(vamr_regions on_b)" = 0 ] && return 0
+		sleep 0.5
+		i=$((i + 1))
+	done
+	echo "# VA regions still live after 30 s: node a $(vamr_regions), node b $(vamr_regions on_b)"
+	rdma res show mr 2>&1 | sed 's/^/# node a: /'
+	on_b "rdma res show mr" 2>&1 | sed 's/^/# node b: /'
+	return 1
+}
+
+# reap_b: ends what a section left running in the background on node b (its
+# servers run under timeout, up to 300 s) and waits up to 10 s for it to go,
+# so that no earlier program holds MRs or moves bytes during the next
+# section. Says which programs it had to end.
+reap_b() {
+	on_b ". $VAMR_TOP/scripts/guest/node-lib.sh; reap rdma_remote rping ib_write_bw fi_pingpong mpi_remap"
+}
+
 # libfabric: fi_pingpong of Debian's libfabric-bin over the verbs provider
 # (FI_EP_MSG, rdma_cm), server on node b, once per MR mode, every received
 # message checked (-c). libfabric registers its buffers with ibv_reg_mr, so
@@ -313,6 +348,7 @@ libfabric_test() {
 		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
 		env=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
+		no_va_regions || true
 		a0=$(vamr_bytes)
 		b0=$(vamr_bytes on_b)
 		on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
@@ -356,6 +392,10 @@ libfabric_test() {
 			echo "not ok $n $mode.$([ "$expect_va" = 1 ] && echo bytes_through_va_mrs || echo no_bytes_through_va_mrs)" \
 				"# $da on node a, $db on node b (each received $want)"
 			fail=1
+			# Who else had MRs: the processes and MRs of both nodes now.
+			rdma res show mr 2>&1 | sed 's/^/# node a now: /'
+			on_b "rdma res show mr; ps -eo pid,etimes,args | grep -v -e ' \\[' -e 'ps -eo'" 2>&1 |
+				sed 's/^/# node b now: /'
 		fi
 		if [ "$mode" = preload ]; then
 			n=$((n + 1))
@@ -387,6 +427,7 @@ if wait_flag ready_b 600; then
 		perftest) run_tap tap perftest perftest_test ;;
 		libfabric) run_tap tap libfabric libfabric_test ;;
 		esac
+		reap_b >&3 2>&1
 	done
 else
 	out "# node a: node b never got ready"
