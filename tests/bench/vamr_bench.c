@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -981,6 +982,28 @@ static void dump_head(const char *path, int lines)
 	fclose(f);
 }
 
+/*
+ * Sends CMD ("enable\n" or "disable\n") to perf record's control descriptor
+ * CTL and waits up to 60 s for its "ack" on ACK: 0, or -1 when perf did not
+ * answer (gone, or too old for --control).
+ */
+static int perf_ctl(int ctl, int ack, const char *cmd)
+{
+	struct pollfd p = { .fd = ack, .events = POLLIN };
+	char buf[16];
+	ssize_t n;
+
+	if (write(ctl, cmd, strlen(cmd)) != (ssize_t)strlen(cmd))
+		return -1;
+	if (poll(&p, 1, 60000) != 1)
+		return -1;
+	n = read(ack, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return strncmp(buf, "ack", 3) ? -1 : 0;
+}
+
 static void bench_cpu_share(void)
 {
 	const char *perf = getenv("VAMR_BENCH_PERF") ? getenv("VAMR_BENCH_PERF") : "perf";
@@ -991,41 +1014,66 @@ static void bench_cpu_share(void)
 		perf_note = "cannot read /proc/kallsyms";
 		return;
 	}
+	/* A perf that died must not kill the benchmark through its control pipe. */
+	signal(SIGPIPE, SIG_IGN);
 	for (r = 0; r < rounds; r++) {
 		for (k = 0; k < NKIND; k++) {
 			double self, incl, copy, t;
 			long e = 0, got, n, all;
-			int status;
+			int status, ctl[2], ack[2];
 			pid_t pid;
 			FILE *f;
 
 			snprintf(data, sizeof(data), "/tmp/vamr-bench-perf.data");
 			unlink(data);
+			/*
+			 * perf starts with its events disabled (-D -1) and enables them
+			 * when told on its control descriptor, acknowledging on another:
+			 * the samples cover the stream exactly, however long perf itself
+			 * takes to start (the host's perf, read over 9p).
+			 */
+			if (pipe(ctl) || pipe(ack)) {
+				perf_note = "pipe failed";
+				return;
+			}
 			pid = fork();
 			if (pid == 0) {
 				int fd = open("/dev/null", O_WRONLY);
+				char arg[32];
 
 				dup2(fd, 1);
 				dup2(fd, 2);
+				close(ctl[1]);
+				close(ack[0]);
+				snprintf(arg, sizeof(arg), "fd:%d,%d", ctl[0], ack[1]);
 				execlp(perf, perf, "record", "-a", "-g", "-e", "cpu-clock", "-F", "1000",
-				       "-N", "-q", "-o", data, (char *)NULL);
+				       "-N", "-q", "-D", "-1", "--control", arg, "-o", data, (char *)NULL);
 				_exit(127);
 			}
+			close(ctl[0]);
+			close(ack[1]);
 			if (pid < 0) {
 				perf_note = "fork failed";
+				close(ctl[1]);
+				close(ack[0]);
 				return;
 			}
-			/* perf's own start-up is outside rxe: it does not enter the shares. */
-			usleep(1500 * 1000);
-			if (waitpid(pid, &status, WNOHANG) == pid) {
-				perf_note = "perf record did not run (no perf binary in the guest?)";
+			if (perf_ctl(ctl[1], ack[0], "enable\n")) {
+				perf_note = "perf record did not start (no perf binary in the guest, or no --control)";
+				kill(pid, SIGKILL);
+				waitpid(pid, &status, 0);
+				close(ctl[1]);
+				close(ack[0]);
 				return;
 			}
 			t = now_us();
 			got = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey, TBUF,
 				     PERF_MSG, 0, t + PERF_SECONDS * 1e6, &e);
+			perf_ctl(ctl[1], ack[0], "disable\n");
 			kill(pid, SIGINT);
 			waitpid(pid, &status, 0);
+			close(ctl[1]);
+			close(ack[0]);
 			if (got < 0 || e)
 				bad_transfer(k, "WRITE stream under perf: error completions");
 			snprintf(cmd, sizeof(cmd),
