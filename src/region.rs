@@ -18,7 +18,7 @@
 //!   in flight and no access touches a page after the invalidation that covered it returned.
 
 use crate::events::EventQueue;
-use crate::mm_state::{MmSlot, MmState};
+use crate::mm_state::MmSlot;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
@@ -79,7 +79,9 @@ struct RegionInner {
     /// [`InvalLog`]): a pin round commits unless one of those since its start covered its pages.
     inval_log: InvalLog,
     /// The region's slot under its mm's `max_regions_per_mm` limit, from registration until
-    /// [`Region::teardown`] takes it out (and gives it back after the lock).
+    /// [`Region::teardown`] takes it out (and gives it back after the lock); it holds the mm's
+    /// shared state (`MmState`: the verify queue), which the region needs only while it is
+    /// not dead.
     slot: Option<MmSlot>,
 }
 
@@ -135,8 +137,8 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///
 /// `pages` (mutex) first; under it, any one of `table` (spinlock), the events ring of
 /// `events` (`EventQueue`'s spinlock, taken by `invalidate` to push a record) and the
-/// verify queue of `mm_state` (`MmState::pending`). `table` is innermost: nothing is taken under
-/// it. The order is written again next to each lock.
+/// verify queue of the mm's state (`MmState::pending`, reached through `pages.slot`). `table`
+/// is innermost: nothing is taken under it. The order is written again next to each lock.
 #[pin_data]
 pub(crate) struct Region {
     /// The subscription over `[start, start + npages * PAGE_SIZE)`; holds the mm.
@@ -179,13 +181,11 @@ pub(crate) struct Region {
     /// (under the `pages` lock) only when it is not 0: so either the waiter sees `cancelled`,
     /// or `cancel` sees the waiter, and a deregistration with nobody waiting takes no lock.
     fault_waiters: Atomic<u32>,
-    /// Membership in the mm's verify queue ([`MmState`]).
+    /// Membership in the mm's verify queue (`MmState`).
     #[pin]
     verify_links: ListLinks<0>,
     #[pin]
     verify_track: AtomicTracker<0>,
-    /// State shared with the other regions of the mm (verify queue).
-    mm_state: Arc<MmState>,
     /// First registered byte.
     addr: usize,
     /// Registered length in bytes (> 0).
@@ -202,8 +202,6 @@ pub(crate) struct Region {
     /// Where invalidation records go (the owning file's queue); `None` for regions created
     /// through the in-kernel API.
     events: Option<Arc<EventQueue>>,
-    /// Set once by teardown.
-    torn_down: Atomic<bool>,
     /// Set by [`Region::cancel`] (deregistration) and teardown: every long operation (pin
     /// rounds, prefetch, on-demand pins, copies) stops at its next batch or page with
     /// `ECANCELED`, and no new one starts.
@@ -338,7 +336,10 @@ impl Region {
         // a reference (the `Region` invariants: it lives in an `Arc`).
         // SAFETY: `self` is in an `Arc` whose count is not zero.
         let this = unsafe { ArcBorrow::from_raw(self) };
-        self.mm_state.queue(this);
+        // Not dead, so not torn down: the slot, and with it the mm's state, is still here.
+        if let Some(slot) = &inner.slot {
+            slot.state().queue(this);
+        }
     }
 }
 
@@ -434,7 +435,6 @@ impl Region {
     ) -> impl PinInit<Self> {
         let start = addr - addr % PAGE_SIZE;
         let npages = table.len();
-        let mm_state = mm_slot.state().clone();
         pin_init!(Region {
             notifier <- IntervalNotifier::new(mm),
             pages <- new_mutex!(
@@ -454,7 +454,6 @@ impl Region {
             fault_done <- new_condvar!("vamr_region_fault_done"),
             verify_links <- ListLinks::new(),
             verify_track <- AtomicTracker::new(),
-            mm_state,
             addr,
             len,
             start,
@@ -463,7 +462,6 @@ impl Region {
             cookie: tag.cookie,
             handle: tag.handle,
             events: tag.events,
-            torn_down: Atomic::new(false),
             cancelled: Atomic::new(false),
             fault_waiters: Atomic::new(0),
             generation: Atomic::new(0),
@@ -545,19 +543,25 @@ impl Region {
 
     /// Tears the region down: no invalidation runs after it, no pin round runs after it, every
     /// pin is dropped, the `pinned_vm` charge and the slot under the mm's limit are returned.
-    /// Idempotent. Sleeps (waits for running invalidations and for pin rounds in progress, each
-    /// bounded by one batch).
+    /// Idempotent (the slot, taken out under the lock, marks the first call). Sleeps (waits for
+    /// running invalidations and for pin rounds in progress, each bounded by one batch).
     fn teardown(&self) {
-        if self.torn_down.xchg(true, Full) {
-            return;
-        }
         // Stop long operations, then mark dead: from now on invalidations neither queue work
         // nor keep pages, no pin round starts and none commits (`commit` checks `dead` under
         // the lock), so the pins can be taken out in the same hold of the lock; an
         // invalidation that still runs before the notifier is removed finds an empty table.
-        self.cancel();
+        // A driver cancels at the start of deregistration (`vamr_region_cancel()`): then the
+        // flag is set and the waiters were woken by that call (or see the flag, see
+        // `fault_waiters`), so a second exchange with a full barrier would only cost.
+        if !self.cancelled.load(Acquire) {
+            self.cancel();
+        }
         let (pins, slot) = {
             let mut inner = self.pages.lock();
+            // The slot is there until the first teardown takes it.
+            let Some(slot) = inner.slot.take() else {
+                return;
+            };
             inner.dead = true;
             // Wait for pin rounds in progress: each ends within one batch once it sees the
             // region cancelled (see `fill`), and its uncommitted pins are dropped before it
@@ -567,7 +571,7 @@ impl Region {
                 self.idle.wait(&mut inner);
             }
             inner.suspect = (0, 0);
-            (core::mem::take(&mut *self.table.lock()), inner.slot.take())
+            (core::mem::take(&mut *self.table.lock()), slot)
         };
         self.notifier.remove();
         let dropped = crate::pin::unpin_all(pins.into_pins());
