@@ -251,6 +251,59 @@ TEST_F(api, mr_query_hostile_keys)
 	munmap(a, 2 * PAGE);
 }
 
+/* Removes and announces the module's device again and again. */
+static void *device_flap(void *arg)
+{
+	int fd = *(int *)arg, i;
+
+	for (i = 0; i < 400; i++) {
+		ioctl(fd, VAMR_API_TEST_DEVICE_REMOVE);
+		sched_yield();
+		ioctl(fd, VAMR_API_TEST_DEVICE_ADD);
+	}
+	return NULL;
+}
+
+/*
+ * VAMR_IOC_MR_QUERY racing with the device's removal (vamr_device_remove()
+ * waits for the module's find_mr and stops calling it) and announcement: each
+ * answer is the region or ENOENT, never anything else.
+ */
+TEST_F(api, mr_query_races_device_removal)
+{
+	uint8_t *a = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vamr_api_test_arg x = { .len = PAGE, .access = RW, .compare = 0x6b6b01 };
+	unsigned long found = 0, gone = 0, other = 0;
+	struct vamr_mr_query q;
+	int vfd = vamr_open(), fd2, ret;
+	pthread_t t;
+
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_LE(0, vfd);
+	x.addr = (uintptr_t)a;
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_CREATE, &x));
+	fd2 = open("/dev/vamr_api_test", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, pthread_create(&t, NULL, device_flap, &fd2));
+	while (pthread_tryjoin_np(t, NULL)) {
+		ret = mr_query_key(vfd, 0x6b6b01, &q);
+		if (ret == 0 && q.addr == (uintptr_t)a)
+			found++;
+		else if (ret == -ENOENT)
+			gone++;
+		else
+			other++;
+	}
+	TH_LOG("queries: %lu found, %lu ENOENT", found, gone);
+	EXPECT_EQ(0ul, other);
+	/* Announced again at the end: found again. */
+	ASSERT_EQ(0, mr_query_key(vfd, 0x6b6b01, &q));
+	close(fd2);
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	close(vfd);
+	munmap(a, PAGE);
+}
+
 /* Atomics and prefetch through the API. */
 TEST_F(api, atomics_and_prefetch)
 {
