@@ -37,11 +37,12 @@ struct vamr_device;
  * with the region's own and checks the calling process itself) and that MR
  * has a region, @find_mr calls @visit(region, @arg) once, *while it holds the
  * MR* so that the region is not destroyed before @visit returns, and returns
- * 0; else it returns -ENOENT without calling @visit. @visit takes vamr's own
+ * 0; else it returns -ENOENT without calling @visit (any nonzero return is
+ * taken as -ENOENT, and a region visited then is let go). @visit takes vamr's own
  * reference to the region and does not sleep; the driver's reference may go
- * as soon as @visit returned (a region found this way outlives its
- * vamr_region_destroy() only as vamr's private reference, which is never
- * used to access memory).
+ * as soon as @visit returned (a query that races with vamr_region_destroy()
+ * only reads the region's range and counters through its reference; it
+ * reaches no page and the region's memory goes with that reference).
  *
  * Context: process context (the ioctl of any process that opened /dev/vamr),
  * with a vamr mutex of the device held, so calls for one device are
