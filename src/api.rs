@@ -3,17 +3,19 @@
 //! The in-kernel C API of `include/linux/vamr.h`, for RDMA drivers.
 //!
 //! Each function is a thin `extern "C"` shell over [`crate::region::Region`]; `src/vamr_glue.c` exports them
-//! with `EXPORT_SYMBOL_GPL`. A `struct vamr_region *` handed to C is a [`Registration`] in a
-//! `KBox`: destroying it tears the region down. The contract of each function (context,
-//! errors, units) is documented in the header.
+//! with `EXPORT_SYMBOL_GPL`. A `struct vamr_region *` handed to C is a [`Registration`] turned
+//! into a raw pointer to its region ([`Registration::into_raw`]: the region's own `Arc`, no
+//! allocation besides the region's); destroying it takes the registration back, which tears the
+//! region down, then drops its reference. The contract of each function (context, errors,
+//! units) is documented in the header.
 //!
 //! A driver announces each RDMA device that offers VA MRs (`vamr_device_add()`, see
-//! [`crate::devices`]); regions it creates on a device (`vamr_region_create_on()`) are listed
-//! there under the driver's MR key, so that a process can ask (`VAMR_IOC_MR_QUERY`) whether
-//! its MR got VA semantics.
+//! [`crate::devices`]) with its own MR lookup, through which a process asks
+//! (`VAMR_IOC_MR_QUERY`) whether its MR got VA semantics; regions it creates on a device
+//! (`vamr_region_create_on()`) carry the MR key as their cookie.
 
-use crate::devices::Device;
-use crate::region::{AtomicOp, Prefetch, Registration};
+use crate::devices::{Device, RawOps};
+use crate::region::{AtomicOp, Prefetch, Region, Registration};
 use crate::uapi;
 use core::ffi::{c_void, CStr};
 use kernel::error::from_err_ptr;
@@ -22,41 +24,28 @@ use kernel::prelude::*;
 use kernel::str::CStrExt;
 use kernel::sync::Arc;
 
-/// What a `struct vamr_region *` handed to C points to: the registration and, for a region
-/// created on a device, where it is listed.
-struct DriverRegion {
-    reg: Registration,
-    /// The device and key the region is listed under.
-    listed: Option<(Arc<Device>, u32)>,
-}
-
-/// `struct vamr_region`, as seen from C: an opaque pointer to a boxed [`DriverRegion`].
+/// `struct vamr_region`, as seen from C: a [`Registration`] made raw by
+/// [`Registration::into_raw`], that is, a pointer to the [`Region`].
 type RawRegion = *mut c_void;
 
 /// `struct vamr_device`, as seen from C: an opaque pointer from [`Arc::into_raw`] of a
 /// [`Device`].
 type RawDevice = *const c_void;
 
-/// Borrows the registration behind a C region pointer.
+/// Borrows the region behind a C region pointer.
 ///
 /// # Safety
 ///
 /// `region` must come from [`vamr_region_create`] or [`vamr_region_create_on`] and not have
 /// been destroyed.
-unsafe fn registration<'a>(region: RawRegion) -> &'a Registration {
-    // SAFETY: per the contract, `region` is a live `KBox<DriverRegion>` turned into a raw
-    // pointer by `create`.
-    unsafe { &(*region.cast::<DriverRegion>()).reg }
+unsafe fn registration<'a>(region: RawRegion) -> &'a Region {
+    // SAFETY: per the contract, `region` came from `Registration::into_raw` and its
+    // registration (which holds a reference to the region) was not taken back.
+    unsafe { &*region.cast::<Region>() }
 }
 
-/// Registers a region of `current->mm` and lists it on `device` under `key` if given.
-fn create(
-    addr: usize,
-    len: usize,
-    access: u32,
-    cookie: u64,
-    device: Option<(Arc<Device>, u32)>,
-) -> Result<RawRegion> {
+/// Registers a region of `current->mm`, with `cookie` as its cookie.
+fn create(addr: usize, len: usize, access: u32, cookie: u64) -> Result<RawRegion> {
     if access & !uapi::ACCESS_KNOWN != 0 {
         return Err(EINVAL);
     }
@@ -64,32 +53,32 @@ fn create(
     let mm = current.mm().ok_or(EFAULT)?;
     let write = access & uapi::ACCESS_WRITE != 0;
     let access = crate::region::Access { write };
-    let reg = crate::region::Region::register(mm, addr, len, access, cookie, 0, None)?;
-    if let Some((dev, key)) = &device {
-        dev.insert(*key, reg.region())?;
-    }
-    let boxed = KBox::new(
-        DriverRegion {
-            reg,
-            listed: device,
-        },
-        GFP_KERNEL,
-    );
-    match boxed {
-        Ok(b) => Ok(KBox::into_raw(b).cast()),
-        Err(e) => Err(e.into()),
-    }
+    let reg = Region::register(mm, addr, len, access, cookie, 0, None)?;
+    Ok(reg.into_raw().cast_mut().cast())
 }
 
 /// Announces an RDMA device that offers VA MRs; see `include/linux/vamr.h`.
 #[no_mangle]
-extern "C" fn vamr_device_add(name: *const c_char, ib_index: u32, access_va: u64) -> RawDevice {
-    if name.is_null() {
+extern "C" fn vamr_device_add(
+    name: *const c_char,
+    ib_index: u32,
+    access_va: u64,
+    ops: *const RawOps,
+    priv_: *mut c_void,
+) -> RawDevice {
+    if name.is_null() || ops.is_null() {
         return EINVAL.to_ptr();
     }
+    // SAFETY: a non-NULL `ops` points to a `struct vamr_device_ops` (the header's contract);
+    // only the function pointer is copied.
+    let Some(find_mr) = (unsafe { (*ops).find_mr }) else {
+        return EINVAL.to_ptr();
+    };
     // SAFETY: the caller passes a NUL-terminated string (the header's contract).
     let name = unsafe { CStr::from_char_ptr(name) }.to_bytes();
-    match Device::add(name, ib_index, access_va) {
+    // SAFETY: the header's contract: `find_mr` may be called with `priv_` from process context
+    // until `vamr_device_remove()` returned.
+    match unsafe { Device::add(name, ib_index, access_va, find_mr, priv_) } {
         Ok(dev) => Arc::into_raw(dev).cast(),
         Err(e) => e.to_ptr(),
     }
@@ -117,14 +106,12 @@ extern "C" fn vamr_region_create_on(
     access: u32,
     key: u32,
 ) -> RawRegion {
+    // The device is only named: its driver's `find_mr` hands the region to queries, vamr keeps
+    // no list of a device's regions (see `crate::devices`).
     if dev.is_null() {
         return EINVAL.to_ptr();
     }
-    // `dev` came from `vamr_device_add` and was not removed (the header's contract).
-    // SAFETY: the reference `dev` stands for is live, so borrowing it to make another is sound.
-    let dev = unsafe { kernel::sync::ArcBorrow::<Device>::from_raw(dev.cast()) };
-    let dev: Arc<Device> = dev.into();
-    match create(addr, len, access, u64::from(key), Some((dev, key))) {
+    match create(addr, len, access, u64::from(key)) {
         Ok(p) => p,
         Err(e) => e.to_ptr(),
     }
@@ -133,7 +120,7 @@ extern "C" fn vamr_region_create_on(
 /// Registers `[addr, addr + len)` of `current->mm`; see `include/linux/vamr.h`.
 #[no_mangle]
 extern "C" fn vamr_region_create(addr: usize, len: usize, access: u32, cookie: u64) -> RawRegion {
-    match create(addr, len, access, cookie, None) {
+    match create(addr, len, access, cookie) {
         Ok(p) => p,
         Err(e) => e.to_ptr(),
     }
@@ -145,14 +132,10 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
     // The header's contract: `region` is live and the caller gives it up.
     if let Ok(p) = from_err_ptr(region) {
         if !p.is_null() {
-            // SAFETY: `p` came from `KBox::into_raw` in `create`, and the caller gives up its
-            // only reference; dropping the registration tears the region down.
-            let dr = unsafe { KBox::from_raw(p.cast::<DriverRegion>()) };
-            let DriverRegion { reg, listed } = KBox::into_inner(dr);
-            let unlisted = listed.and_then(|(dev, key)| dev.erase(key, &reg));
-            // Teardown sleeps: after the device's lock is released.
-            drop(reg);
-            drop(unlisted);
+            // SAFETY: `p` came from `Registration::into_raw` in `create`, and the caller gives
+            // it up, so it is taken back once; dropping the registration tears the region
+            // down, then drops its reference (which frees the region unless a query holds one).
+            drop(unsafe { Registration::from_raw(p.cast::<Region>()) });
         }
     }
 }

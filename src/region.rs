@@ -18,7 +18,7 @@
 //!   in flight and no access touches a page after the invalidation that covered it returned.
 
 use crate::events::EventQueue;
-use crate::mm_state::{MmSlot, MmState};
+use crate::mm_state::MmSlot;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
@@ -78,6 +78,11 @@ struct RegionInner {
     /// The page ranges of the latest invalidations, numbered by [`Region::generation`] (see
     /// [`InvalLog`]): a pin round commits unless one of those since its start covered its pages.
     inval_log: InvalLog,
+    /// The region's slot under its mm's `max_regions_per_mm` limit, from registration until
+    /// [`Region::teardown`] takes it out (and gives it back after the lock); it holds the mm's
+    /// shared state (`MmState`: the verify queue), which the region needs only while it is
+    /// not dead.
+    slot: Option<MmSlot>,
 }
 
 mod fault;
@@ -99,10 +104,16 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///
 /// - `[start, start + npages * PAGE_SIZE)` is the page-aligned cover of the registered byte
 ///   range `[addr, addr + len)`, below `TASK_SIZE`; `npages` pages are charged to
-///   `mm->pinned_vm` until [`Region::teardown`].
+///   `mm->pinned_vm`, and `pages.slot` holds one slot under the mm's region limit, until
+///   [`Region::teardown`].
 /// - `notifier` is inserted over the page range from [`Region::register`] until
-///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown
-///   (a [`Registration`] owns one reference and tears down in its `Drop`).
+///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown:
+///   its [`Registration`] owns one reference and tears down in its `Drop` before it gives
+///   that reference up (a registration handed to C as a `struct vamr_region *` with
+///   [`Registration::into_raw`] is the same reference; `vamr_region_destroy()` takes it back
+///   with [`Registration::from_raw`] and drops it). Other references (the verify queue, an
+///   access in progress, a `VAMR_IOC_MR_QUERY`) may outlive teardown; they only keep the
+///   memory, never a pin, the charge or the slot.
 /// - A pin in `table` that is not suspect holds the page mapped at its VA since the last
 ///   invalidation of that VA; an invalidation marks the pins it covers suspect (or takes them
 ///   out) under `table` before it returns, and an access copies only through pins it found
@@ -126,8 +137,8 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///
 /// `pages` (mutex) first; under it, any one of `table` (spinlock), the events ring of
 /// `events` (`EventQueue`'s spinlock, taken by `invalidate` to push a record) and the
-/// verify queue of `mm_state` (`MmState::pending`). `table` is innermost: nothing is taken under
-/// it. The order is written again next to each lock.
+/// verify queue of the mm's state (`MmState::pending`, reached through `pages.slot`). `table`
+/// is innermost: nothing is taken under it. The order is written again next to each lock.
 #[pin_data]
 pub(crate) struct Region {
     /// The subscription over `[start, start + npages * PAGE_SIZE)`; holds the mm.
@@ -170,13 +181,11 @@ pub(crate) struct Region {
     /// (under the `pages` lock) only when it is not 0: so either the waiter sees `cancelled`,
     /// or `cancel` sees the waiter, and a deregistration with nobody waiting takes no lock.
     fault_waiters: Atomic<u32>,
-    /// Membership in the mm's verify queue ([`MmState`]).
+    /// Membership in the mm's verify queue (`MmState`).
     #[pin]
     verify_links: ListLinks<0>,
     #[pin]
     verify_track: AtomicTracker<0>,
-    /// State shared with the other regions of the mm (verify queue).
-    mm_state: Arc<MmState>,
     /// First registered byte.
     addr: usize,
     /// Registered length in bytes (> 0).
@@ -193,8 +202,6 @@ pub(crate) struct Region {
     /// Where invalidation records go (the owning file's queue); `None` for regions created
     /// through the in-kernel API.
     events: Option<Arc<EventQueue>>,
-    /// Set once by teardown.
-    torn_down: Atomic<bool>,
     /// Set by [`Region::cancel`] (deregistration) and teardown: every long operation (pin
     /// rounds, prefetch, on-demand pins, copies) stops at its next batch or page with
     /// `ECANCELED`, and no new one starts.
@@ -329,7 +336,10 @@ impl Region {
         // a reference (the `Region` invariants: it lives in an `Arc`).
         // SAFETY: `self` is in an `Arc` whose count is not zero.
         let this = unsafe { ArcBorrow::from_raw(self) };
-        self.mm_state.queue(this);
+        // Not dead, so not torn down: the slot, and with it the mm's state, is still here.
+        if let Some(slot) = &inner.slot {
+            slot.state().queue(this);
+        }
     }
 }
 
@@ -380,11 +390,10 @@ impl Region {
             handle,
             events,
         };
-        let state = mm_slot.state().clone();
         let mm_ref = ARef::from(&**mm);
         let new = Region::new(
             mm_ref,
-            state,
+            mm_slot,
             addr,
             len,
             access,
@@ -392,8 +401,8 @@ impl Region {
             table::new_table(npages)?,
         );
         let region = Arc::pin_init(new, GFP_KERNEL)?;
-        // INVARIANT: from here on the charge of the `npages` pages belongs to the region
-        // (returned by teardown).
+        // INVARIANT: from here on the charge of the `npages` pages and the slot belong to the
+        // region (returned by teardown).
         charge.commit();
         // Teach lockdep that the region lock is taken inside reclaim (by the invalidate
         // callback), so that any allocation under it is reported at once, as umem_odp.c does.
@@ -406,20 +415,18 @@ impl Region {
             unsafe { kernel::bindings::fs_reclaim_release(kernel::bindings::GFP_KERNEL) };
         }
         region.stats.add(Kind::Regions, 1);
-        let reg = Registration {
-            region,
-            _slot: mm_slot,
-        };
+        let reg = Registration { region };
         // On failure, dropping `reg` tears the region down.
         reg.insert_and_fill(mm)?;
         Ok(reg)
     }
 
     /// A region of `mm` over `[addr, addr + len)` with the pin table `table` (one absent slot
-    /// per page of the cover), not inserted: see [`Registration::insert_and_fill`].
+    /// per page of the cover) and its slot `mm_slot` under the mm's limit, not inserted: see
+    /// [`Registration::insert_and_fill`].
     fn new(
         mm: ARef<Mm>,
-        mm_state: Arc<MmState>,
+        mm_slot: MmSlot,
         addr: usize,
         len: usize,
         access: Access,
@@ -438,6 +445,7 @@ impl Region {
                     faults_done: 0,
                     fault_pending: false,
                     inval_log: InvalLog::new(),
+                    slot: Some(mm_slot),
                 },
                 "vamr_region_pages"
             ),
@@ -446,7 +454,6 @@ impl Region {
             fault_done <- new_condvar!("vamr_region_fault_done"),
             verify_links <- ListLinks::new(),
             verify_track <- AtomicTracker::new(),
-            mm_state,
             addr,
             len,
             start,
@@ -455,7 +462,6 @@ impl Region {
             cookie: tag.cookie,
             handle: tag.handle,
             events: tag.events,
-            torn_down: Atomic::new(false),
             cancelled: Atomic::new(false),
             fault_waiters: Atomic::new(0),
             generation: Atomic::new(0),
@@ -536,19 +542,26 @@ impl Region {
     }
 
     /// Tears the region down: no invalidation runs after it, no pin round runs after it, every
-    /// pin is dropped, the `pinned_vm` charge is returned. Idempotent. Sleeps (waits for running
-    /// invalidations and for pin rounds in progress, each bounded by one batch).
+    /// pin is dropped, the `pinned_vm` charge and the slot under the mm's limit are returned.
+    /// Idempotent (the slot, taken out under the lock, marks the first call). Sleeps (waits for
+    /// running invalidations and for pin rounds in progress, each bounded by one batch).
     fn teardown(&self) {
-        if self.torn_down.xchg(true, Full) {
-            return;
-        }
         // Stop long operations, then mark dead: from now on invalidations neither queue work
         // nor keep pages, no pin round starts and none commits (`commit` checks `dead` under
         // the lock), so the pins can be taken out in the same hold of the lock; an
         // invalidation that still runs before the notifier is removed finds an empty table.
-        self.cancel();
-        let pins = {
+        // A driver cancels at the start of deregistration (`vamr_region_cancel()`): then the
+        // flag is set and the waiters were woken by that call (or see the flag, see
+        // `fault_waiters`), so a second exchange with a full barrier would only cost.
+        if !self.cancelled.load(Acquire) {
+            self.cancel();
+        }
+        let (pins, slot) = {
             let mut inner = self.pages.lock();
+            // The slot is there until the first teardown takes it.
+            let Some(slot) = inner.slot.take() else {
+                return;
+            };
             inner.dead = true;
             // Wait for pin rounds in progress: each ends within one batch once it sees the
             // region cancelled (see `fill`), and its uncommitted pins are dropped before it
@@ -558,25 +571,48 @@ impl Region {
                 self.idle.wait(&mut inner);
             }
             inner.suspect = (0, 0);
-            core::mem::take(&mut *self.table.lock())
+            (core::mem::take(&mut *self.table.lock()), slot)
         };
         self.notifier.remove();
         let dropped = crate::pin::unpin_all(pins.into_pins());
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
         PinnedVmCharge::release(self.mm(), self.npages);
+        // Last: may take the registry lock (sleeps), after the region lock.
+        drop(slot);
     }
 }
 
-/// The owning handle of a registered region: dropping it tears the region down (while the
-/// region's reference count is still held, see the [`Region`] invariants), then gives back
-/// the region's slot under the per-process limit.
+/// The owning handle of a registered region: dropping it tears the region down (while its
+/// reference to the region is still held, see the [`Region`] invariants), then gives that
+/// reference up. No allocation of its own: it is the region's [`Arc`], and the handle the C
+/// API hands out is that same pointer ([`Registration::into_raw`]).
 pub(crate) struct Registration {
     region: Arc<Region>,
-    _slot: MmSlot,
 }
 
 impl Registration {
+    /// The registration as a raw pointer to its region, for C (`struct vamr_region *`): the
+    /// registration's reference goes with it, and nothing is torn down. Turn it back with
+    /// [`Registration::from_raw`], once.
+    pub(crate) fn into_raw(self) -> *const Region {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so its `region` is moved out once.
+        let region = unsafe { core::ptr::read(&this.region) };
+        Arc::into_raw(region)
+    }
+
+    /// Takes back a registration given to C.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` comes from [`Registration::into_raw`] and is taken back at most once.
+    pub(crate) unsafe fn from_raw(ptr: *const Region) -> Registration {
+        // SAFETY: `ptr` is the reference `into_raw` gave up (the contract), taken back once.
+        let region = unsafe { Arc::from_raw(ptr) };
+        Registration { region }
+    }
+
     /// Another reference to the region, for an access that must not hold the caller's lock.
     pub(crate) fn region(&self) -> Arc<Region> {
         self.region.clone()

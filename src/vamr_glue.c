@@ -442,6 +442,10 @@ EXPORT_SYMBOL_GPL(vamr_region_prefetch);
 EXPORT_SYMBOL_GPL(vamr_region_cancel);
 EXPORT_SYMBOL_GPL(vamr_region_stats);
 
+/* src/devices.rs reads struct vamr_device_ops as RawOps: one function pointer. */
+static_assert(sizeof(struct vamr_device_ops) == sizeof(void *));
+static_assert(offsetof(struct vamr_device_ops, find_mr) == 0);
+
 /*
  * Module parameters. The Rust module! macro registers its parameters with
  * no sysfs file (perm 0); these need one, readable by anyone and writable

@@ -28,49 +28,85 @@ struct vamr_region;
 struct vamr_device;
 
 /**
+ * struct vamr_device_ops - how vamr finds the MRs of an announced device
+ * @find_mr: look up the MR whose key is @key, for VAMR_IOC_MR_QUERY.
+ *
+ * @find_mr(@priv, @key, @visit, @arg): @priv is the value given to
+ * vamr_device_add(). When the device has a live MR for @key (by the key's
+ * index part, @key >> 8, or by the whole key: vamr compares the whole key
+ * with the region's own and checks the calling process itself) and that MR
+ * has a region, @find_mr calls @visit(region, @arg) once, *while it holds the
+ * MR* so that the region is not destroyed before @visit returns, and returns
+ * 0; else it returns -ENOENT without calling @visit (any nonzero return is
+ * taken as -ENOENT, and a region visited then is let go). @visit takes vamr's own
+ * reference to the region and does not sleep; the driver's reference may go
+ * as soon as @visit returned (a query that races with vamr_region_destroy()
+ * only reads the region's range and counters through its reference; it
+ * reaches no page and the region's memory goes with that reference).
+ *
+ * Context: process context (the ioctl of any process that opened /dev/vamr),
+ * with a vamr mutex of the device held, so calls for one device are
+ * serialised; may sleep. It must not call vamr_device_add() or
+ * vamr_device_remove(). Hand @visit only regions of this device's MRs.
+ */
+struct vamr_device_ops {
+	int (*find_mr)(void *priv, u32 key,
+		       void (*visit)(struct vamr_region *region, void *arg), void *arg);
+};
+
+/**
  * vamr_device_add - announce an RDMA device that offers MRs with VA semantics
  * @name: the device's name (struct ib_device's), NUL-terminated; at most
  *        VAMR_DEVICE_NAME_MAX - 1 bytes are kept.
  * @ib_index: struct ib_device.index, the device's stable identifier.
  * @access_va: the MR access flag (ibv_reg_mr()) that asks this device for VA
  *             semantics (rdma_rxe: VAMR_ACCESS_VA).
+ * @ops: the device's MR lookup; @ops->find_mr is required. vamr keeps a copy
+ *       of the function pointer, not @ops.
+ * @priv: passed to @ops->find_mr; must stay valid until vamr_device_remove()
+ *        returned.
  *
  * From then on VAMR_IOC_DEVICE lists the device, so that programs can check
- * before they register, and VAMR_IOC_MR_QUERY finds the regions the driver
- * creates on it with vamr_region_create_on(). Call after ib_register_device()
- * (which sets the index). Process context; sleeps.
+ * before they register, and VAMR_IOC_MR_QUERY finds the device's VA MRs
+ * through @ops->find_mr (vamr keeps no table of them: registering and
+ * deregistering an MR costs no lookup structure). Call after
+ * ib_register_device() (which sets the index). Process context; sleeps.
  *
  * Return: a handle for vamr_region_create_on() and vamr_device_remove(), or
- * ERR_PTR(-EINVAL) (NULL or empty name, @access_va 0), ERR_PTR(-EEXIST)
- * (@ib_index announced already), ERR_PTR(-ENOMEM).
+ * ERR_PTR(-EINVAL) (NULL or empty name, @access_va 0, NULL @ops or
+ * @ops->find_mr), ERR_PTR(-EEXIST) (@ib_index announced already),
+ * ERR_PTR(-ENOMEM).
  */
-struct vamr_device *vamr_device_add(const char *name, u32 ib_index, u64 access_va);
+struct vamr_device *vamr_device_add(const char *name, u32 ib_index, u64 access_va,
+				    const struct vamr_device_ops *ops, void *priv);
 
 /**
  * vamr_device_remove - take a device's announcement back
  * @dev: from vamr_device_add(); not used again by the caller. NULL and error
  *       pointers are ignored.
  *
- * The device is no longer listed. Destroy its regions first (they stay valid
- * until destroyed, but can no longer be found by VAMR_IOC_MR_QUERY).
- * Process context; sleeps.
+ * The device is no longer listed, and VAMR_IOC_MR_QUERY no longer finds its
+ * MRs (-ENOENT). When it returns, no call of the device's find_mr is running
+ * and none will start: the driver may free what @priv points to. Its regions
+ * stay valid until destroyed. Process context; sleeps (waits for a find_mr
+ * call in progress).
  */
 void vamr_device_remove(struct vamr_device *dev);
 
 /**
  * vamr_region_create_on - vamr_region_create() for an MR of an announced device
- * @dev: from vamr_device_add().
+ * @dev: from vamr_device_add(), not removed.
  * @addr, @len, @access: as for vamr_region_create().
  * @key: the MR's key on @dev (rdma_rxe: the lkey), an IB key: its index part
- *       (@key >> 8) is unique among the device's live regions, the low 8 bits
+ *       (@key >> 8) is unique among the device's live MRs, the low 8 bits
  *       are the consumer's key byte; the cookie of the region is @key.
  *
- * As vamr_region_create(), and lists the region on @dev under @key, so that
- * the owning process finds it with VAMR_IOC_MR_QUERY (@dev's index and @key).
+ * As vamr_region_create() with @key as the cookie: the region that @dev's
+ * find_mr hands to VAMR_IOC_MR_QUERY for @key. VAMR_IOC_MR_QUERY answers
+ * only when the region's key equals the queried key and the region belongs
+ * to the calling process.
  *
- * Return: as vamr_region_create(), and ERR_PTR(-EINVAL) for a NULL @dev,
- * ERR_PTR(-EEXIST) when a region with @key's index part is listed on @dev
- * already.
+ * Return: as vamr_region_create(), and ERR_PTR(-EINVAL) for a NULL @dev.
  */
 struct vamr_region *vamr_region_create_on(struct vamr_device *dev, unsigned long addr,
 					  size_t len, u32 access, u32 key);
@@ -80,8 +116,7 @@ struct vamr_region *vamr_region_create_on(struct vamr_device *dev, unsigned long
  * @addr: first byte, any alignment.
  * @len: bytes, > 0.
  * @access: VAMR_ACCESS_* (VAMR_ACCESS_WRITE: pin for writing, FOLL_WRITE).
- * @cookie: the driver's value for the region, reported in its events. A
- *          region made this way is not listed on any device: use
+ * @cookie: the driver's value for the region, reported in its events. Use
  *          vamr_region_create_on() for MRs that VAMR_IOC_MR_QUERY must find.
  *
  * Pins what is mapped now (holes stay absent), charges the covering pages to
@@ -108,6 +143,12 @@ struct vamr_region *vamr_region_create(unsigned long addr, size_t len, u32 acces
  * (waits for a running invalidation and for pin rounds in progress, each
  * bounded by one batch), unpins every page and returns the pinned_vm charge.
  * Sleeps. May be called after the owning process exited.
+ *
+ * Lifetime rule for a region of an announced device: destroy it only when its
+ * device's find_mr can no longer hand it to @visit, and no such call is in
+ * progress (rdma_rxe: in rxe_mr_cleanup(), after the MR left the pool's index
+ * and its last reference was dropped). Frees the region, unless a
+ * VAMR_IOC_MR_QUERY still holds its own reference (then that query frees it).
  */
 void vamr_region_destroy(struct vamr_region *region);
 

@@ -20,12 +20,20 @@
  *   VAMR_API_TEST_STATS    struct vamr_counters
  *   VAMR_API_TEST_DESTROY
  *   VAMR_API_TEST_CANCEL
+ *   VAMR_API_TEST_DEVICE_REMOVE  vamr_device_remove() of the module's device
+ *   VAMR_API_TEST_DEVICE_ADD     vamr_device_add() again (-EEXIST when there)
  * close() destroys a region left behind.
+ *
+ * Regions created on the device are listed here, in the module's own MR
+ * table (api_test_mrs), which the device's find_mr searches by the key's
+ * index part (key >> 8), as rdma_rxe searches its MR pool: VAMR_IOC_MR_QUERY
+ * goes through it.
  */
 #include <linux/err.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -33,8 +41,24 @@
 
 #include "vamr_api_test.h"
 
-/* This module's announcement as an RDMA device offering VA MRs. */
+/*
+ * This module's announcement as an RDMA device offering VA MRs, NULL while
+ * removed (VAMR_API_TEST_DEVICE_REMOVE); under api_test_dev_lock. Lock order:
+ * a file's lock, then api_test_dev_lock; api_test_dev_lock is never taken
+ * under api_test_mrs_lock (vamr_device_remove() waits for find_mr, which
+ * takes api_test_mrs_lock).
+ */
 static struct vamr_device *api_test_vamr_dev;
+static DEFINE_MUTEX(api_test_dev_lock);
+
+/*
+ * The MR table: files whose region was created on the device, by key.
+ * find_mr hands out a region only under api_test_mrs_lock, and a region is
+ * taken out of the table under it before it is destroyed (vamr.h's lifetime
+ * rule). A leaf lock.
+ */
+static LIST_HEAD(api_test_mrs);
+static DEFINE_MUTEX(api_test_mrs_lock);
 
 struct api_test_file {
 	/*
@@ -44,7 +68,82 @@ struct api_test_file {
 	 */
 	struct rw_semaphore lock;
 	struct vamr_region *region;	/* NULL when none */
+	u32 key;			/* the region's key when listed */
+	struct list_head mr_node;	/* in api_test_mrs when listed, else empty */
 };
+
+/* The device's find_mr: the region of the listed MR with @key's index part. */
+static int api_test_find_mr(void *priv, u32 key,
+			    void (*visit)(struct vamr_region *region, void *arg), void *arg)
+{
+	struct list_head *mrs = priv;
+	struct api_test_file *f;
+	int ret = -ENOENT;
+
+	mutex_lock(&api_test_mrs_lock);
+	list_for_each_entry(f, mrs, mr_node) {
+		if (f->key >> 8 == key >> 8) {
+			visit(f->region, arg);
+			ret = 0;
+			break;
+		}
+	}
+	mutex_unlock(&api_test_mrs_lock);
+	return ret;
+}
+
+static const struct vamr_device_ops api_test_ops = {
+	.find_mr = api_test_find_mr,
+};
+
+static struct vamr_device *api_test_device_add(void)
+{
+	return vamr_device_add("vamr_api_test", VAMR_API_TEST_IB_INDEX,
+			       VAMR_API_TEST_ACCESS_VA, &api_test_ops, &api_test_mrs);
+}
+
+/* Takes the file's region out of the MR table (a no-op when not listed). */
+static void api_test_unlist(struct api_test_file *f)
+{
+	mutex_lock(&api_test_mrs_lock);
+	list_del_init(&f->mr_node);
+	mutex_unlock(&api_test_mrs_lock);
+}
+
+/* Creates the file's region on the device, listed under @key. */
+static long api_test_create_on(struct api_test_file *f, struct vamr_api_test_arg *a, u32 key)
+{
+	struct api_test_file *o;
+	struct vamr_region *r;
+	long ret = 0;
+
+	mutex_lock(&api_test_dev_lock);
+	if (!api_test_vamr_dev) {
+		ret = -ENODEV;
+		goto out;
+	}
+	/* The index part is unique among the device's MRs, as in a driver. */
+	mutex_lock(&api_test_mrs_lock);
+	list_for_each_entry(o, &api_test_mrs, mr_node)
+		if (o->key >> 8 == key >> 8)
+			ret = -EEXIST;
+	mutex_unlock(&api_test_mrs_lock);
+	if (ret)
+		goto out;
+	r = vamr_region_create_on(api_test_vamr_dev, a->addr, a->len, a->access, key);
+	if (IS_ERR(r)) {
+		ret = PTR_ERR(r);
+		goto out;
+	}
+	f->region = r;
+	f->key = key;
+	mutex_lock(&api_test_mrs_lock);
+	list_add_tail(&f->mr_node, &api_test_mrs);
+	mutex_unlock(&api_test_mrs_lock);
+out:
+	mutex_unlock(&api_test_dev_lock);
+	return ret;
+}
 
 static int api_test_open(struct inode *inode, struct file *file)
 {
@@ -53,6 +152,7 @@ static int api_test_open(struct inode *inode, struct file *file)
 	if (!f)
 		return -ENOMEM;
 	init_rwsem(&f->lock);
+	INIT_LIST_HEAD(&f->mr_node);
 	file->private_data = f;
 	return 0;
 }
@@ -61,6 +161,7 @@ static int api_test_release(struct inode *inode, struct file *file)
 {
 	struct api_test_file *f = file->private_data;
 
+	api_test_unlist(f);
 	if (f->region)
 		vamr_region_destroy(f->region);
 	kfree(f);
@@ -99,6 +200,24 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 	bool excl = cmd == VAMR_API_TEST_CREATE || cmd == VAMR_API_TEST_DESTROY;
 	long ret = 0;
 
+	if (cmd == VAMR_API_TEST_DEVICE_REMOVE || cmd == VAMR_API_TEST_DEVICE_ADD) {
+		mutex_lock(&api_test_dev_lock);
+		if (cmd == VAMR_API_TEST_DEVICE_REMOVE) {
+			vamr_device_remove(api_test_vamr_dev);
+			api_test_vamr_dev = NULL;
+		} else if (api_test_vamr_dev) {
+			ret = -EEXIST;
+		} else {
+			struct vamr_device *d = api_test_device_add();
+
+			if (IS_ERR(d))
+				ret = PTR_ERR(d);
+			else
+				api_test_vamr_dev = d;
+		}
+		mutex_unlock(&api_test_dev_lock);
+		return ret;
+	}
 	if (cmd != VAMR_API_TEST_STATS && cmd != VAMR_API_TEST_DESTROY &&
 	    cmd != VAMR_API_TEST_CANCEL &&
 	    copy_from_user(&a, (void __user *)arg, sizeof(a)))
@@ -120,11 +239,11 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 			ret = -EBUSY;
 			break;
 		}
-		if (a.compare)
-			r = vamr_region_create_on(api_test_vamr_dev, a.addr, a.len, a.access,
-						  (u32)a.compare);
-		else
-			r = vamr_region_create(a.addr, a.len, a.access, 0);
+		if (a.compare) {
+			ret = api_test_create_on(f, &a, (u32)a.compare);
+			break;
+		}
+		r = vamr_region_create(a.addr, a.len, a.access, 0);
 		if (IS_ERR(r))
 			ret = PTR_ERR(r);
 		else
@@ -132,6 +251,8 @@ static long api_test_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 		break;
 	}
 	case VAMR_API_TEST_DESTROY:
+		/* Out of the MR table first: find_mr no longer hands it out. */
+		api_test_unlist(f);
 		vamr_region_destroy(f->region);
 		f->region = NULL;
 		break;
@@ -186,8 +307,7 @@ static int __init api_test_init(void)
 {
 	int ret;
 
-	api_test_vamr_dev = vamr_device_add("vamr_api_test", VAMR_API_TEST_IB_INDEX,
-					    VAMR_API_TEST_ACCESS_VA);
+	api_test_vamr_dev = api_test_device_add();
 	if (IS_ERR(api_test_vamr_dev))
 		return PTR_ERR(api_test_vamr_dev);
 	ret = misc_register(&api_test_dev);

@@ -34,5 +34,12 @@ struct vamr_api_test_arg {
 #define VAMR_API_TEST_STATS _IOR('v', 0xe6, struct vamr_counters)
 /* vamr_region_cancel(); the region stays until DESTROY. */
 #define VAMR_API_TEST_CANCEL _IO('v', 0xe7)
+/*
+ * vamr_device_remove() of the module's device, and vamr_device_add() again
+ * (-EEXIST when announced). Regions stay; while removed, VAMR_IOC_MR_QUERY
+ * does not find them and CREATE with a key fails with -ENODEV.
+ */
+#define VAMR_API_TEST_DEVICE_REMOVE _IO('v', 0xe8)
+#define VAMR_API_TEST_DEVICE_ADD _IO('v', 0xe9)
 
 #endif

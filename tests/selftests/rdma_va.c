@@ -39,6 +39,7 @@
 #include <rdma/ib_user_verbs.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdbool.h>
@@ -787,6 +788,97 @@ TEST_F(rdma_va, mr_query)
 	} else {
 		EXPECT_EQ(-ENOENT, ret);
 	}
+	close(fd);
+}
+
+/* A thread registering and deregistering VA MRs, publishing each live MR's lkey. */
+struct query_race {
+	struct ibv_pd *pd;
+	uint8_t *buf;
+	size_t len;
+	int iters;
+	_Atomic uint32_t key;	/* lkey of the live MR, 0 between MRs */
+	_Atomic int done;
+	int failed;
+};
+
+static void *reg_dereg_loop(void *arg)
+{
+	struct query_race *r = arg;
+	int i;
+
+	for (i = 0; i < r->iters; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(r->pd, r->buf, r->len, ACC_REMOTE | VAMR_ACCESS_VA);
+
+		if (!mr) {
+			r->failed = 1;
+			break;
+		}
+		atomic_store(&r->key, mr->lkey);
+		sched_yield();
+		atomic_store(&r->key, 0);
+		/* Deregistered while the other thread may still query the old key. */
+		if (ibv_dereg_mr(mr)) {
+			r->failed = 1;
+			break;
+		}
+	}
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+/*
+ * VAMR_IOC_MR_QUERY racing with deregistration, through rxe's own MR pool
+ * (its find_mr): every answer is the MR's range or ENOENT, for the live key,
+ * the key just deregistered, and the key with another key byte; nothing else
+ * and no kernel complaint (the console is checked by the runner).
+ */
+TEST_F(rdma_va, mr_query_races_dereg)
+{
+	struct query_race r = { .pd = self->pair.pd, .len = 2 * PAGE, .iters = 1500 };
+	uint32_t index = (uint32_t)ibv_get_device_index(self->pair.pd->context->device);
+	unsigned long found = 0, gone = 0, other = 0, byte_found = 0;
+	struct vamr_mr_query fin;
+	uint32_t last = 0;
+	pthread_t t;
+	int fd = vamr_open();
+
+	VA_ONLY();
+	ASSERT_LE(0, fd);
+	r.buf = map_anon(r.len);
+	ASSERT_NE(NULL, r.buf);
+	ASSERT_EQ(0, pthread_create(&t, NULL, reg_dereg_loop, &r));
+	while (!atomic_load(&r.done)) {
+		uint32_t key = atomic_load(&r.key);
+		struct vamr_mr_query q;
+		int ret;
+
+		if (key)
+			last = key;
+		if (!last)
+			continue;
+		q = (struct vamr_mr_query){ .key = last, .ib_index = index };
+		ret = vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q);
+		if (ret == 0 && q.addr == (uintptr_t)r.buf && q.len == r.len)
+			found++;
+		else if (ret == -ENOENT)
+			gone++;
+		else
+			other++;
+		/* The same index with another key byte is never this MR. */
+		q = (struct vamr_mr_query){ .key = last ^ 0x5a, .ib_index = index };
+		if (vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q) != -ENOENT)
+			byte_found++;
+	}
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, r.failed);
+	TH_LOG("queries: %lu found, %lu ENOENT", found, gone);
+	EXPECT_EQ(0ul, other);
+	EXPECT_EQ(0ul, byte_found);
+	EXPECT_LT(0ul, found);
+	/* After the last deregistration the key is gone. */
+	fin = (struct vamr_mr_query){ .key = last, .ib_index = index };
+	EXPECT_EQ(-ENOENT, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &fin));
 	close(fd);
 }
 

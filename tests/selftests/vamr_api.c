@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,8 +66,11 @@ FIXTURE_SETUP(api)
 
 FIXTURE_TEARDOWN(api)
 {
-	if (self->fd >= 0)
+	if (self->fd >= 0) {
+		/* Announced again if a test stopped while the device was removed. */
+		ioctl(self->fd, VAMR_API_TEST_DEVICE_ADD);
 		close(self->fd);
+	}
 	munmap(self->buf, 1 << 20);
 }
 
@@ -149,6 +153,155 @@ TEST_F(api, mr_query_by_key)
 	EXPECT_EQ(-ENOENT, vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q));
 	close(vfd);
 	munmap(a, 2 * PAGE);
+}
+
+/* VAMR_IOC_MR_QUERY of the device with a region under @key: 0 or -errno. */
+static int mr_query_key(int vfd, uint32_t key, struct vamr_mr_query *q)
+{
+	*q = (struct vamr_mr_query){ .key = key, .ib_index = VAMR_API_TEST_IB_INDEX };
+	return vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, q);
+}
+
+/* Whether VAMR_IOC_DEVICE lists the module's device. */
+static int api_device_listed(int vfd)
+{
+	struct vamr_device_info d;
+	__u32 pos;
+
+	for (pos = 0;; pos++) {
+		d = (struct vamr_device_info){ .pos = pos };
+		if (vamr_ioctl(vfd, VAMR_IOC_DEVICE, &d))
+			return 0;
+		if (d.ib_index == VAMR_API_TEST_IB_INDEX)
+			return 1;
+	}
+}
+
+/*
+ * The driver's lookup (find_mr) finds regions by the key's index part; vamr
+ * must still refuse, with ENOENT: the key of another process's region, a
+ * destroyed region, an index reused with another key byte, and any key of a
+ * removed device (whose regions stay usable).
+ */
+TEST_F(api, mr_query_hostile_keys)
+{
+	uint8_t *a = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vamr_api_test_arg x = { .len = PAGE, .access = RW, .compare = 0x5a5a01 };
+	struct vamr_api_test_arg y = { .len = PAGE, .access = RW, .compare = 0x777701 };
+	struct vamr_mr_query q;
+	int vfd = vamr_open(), status = -1, fd2;
+	pid_t pid;
+
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_LE(0, vfd);
+	x.addr = (uintptr_t)a;
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_CREATE, &x));
+	ASSERT_EQ(0, mr_query_key(vfd, 0x5a5a01, &q));
+	EXPECT_EQ((uintptr_t)a, q.addr);
+	EXPECT_EQ(1u, q.counters.pages_pinned);
+
+	/* Another process (a fork child: a copy of the mm, not the mm) asks for the key. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int cfd = vamr_open();
+		struct vamr_mr_query cq;
+
+		_exit(cfd < 0 ? 10 : -mr_query_key(cfd, 0x5a5a01, &cq));
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(ENOENT, WEXITSTATUS(status));
+	/* The owner still finds it. */
+	ASSERT_EQ(0, mr_query_key(vfd, 0x5a5a01, &q));
+
+	/* Destroyed: gone. */
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	EXPECT_EQ(-ENOENT, mr_query_key(vfd, 0x5a5a01, &q));
+
+	/* The index 0x5a5a again, with key byte 02: the old key is another MR. */
+	x.compare = 0x5a5a02;
+	x.addr = (uintptr_t)a + PAGE;
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_CREATE, &x));
+	EXPECT_EQ(-ENOENT, mr_query_key(vfd, 0x5a5a01, &q));
+	ASSERT_EQ(0, mr_query_key(vfd, 0x5a5a02, &q));
+	EXPECT_EQ((uintptr_t)a + PAGE, q.addr);
+
+	/* The device removed: not listed, its regions not found, none created on it. */
+	ASSERT_EQ(1, api_device_listed(vfd));
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DEVICE_REMOVE));
+	EXPECT_EQ(0, api_device_listed(vfd));
+	EXPECT_EQ(-ENOENT, mr_query_key(vfd, 0x5a5a02, &q));
+	fd2 = open("/dev/vamr_api_test", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd2);
+	y.addr = (uintptr_t)a;
+	EXPECT_EQ(-ENODEV, api(fd2, VAMR_API_TEST_CREATE, &y));
+	close(fd2);
+	/* The region itself still works. */
+	ASSERT_EQ(0, api_copy(self->fd, 0, a + PAGE, self->buf, 16));
+	/* Announced again, the driver's table finds the region again. */
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DEVICE_ADD));
+	EXPECT_EQ(-1, ioctl(self->fd, VAMR_API_TEST_DEVICE_ADD));
+	EXPECT_EQ(EEXIST, errno);
+	ASSERT_EQ(0, mr_query_key(vfd, 0x5a5a02, &q));
+	EXPECT_EQ((uintptr_t)a + PAGE, q.addr);
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	EXPECT_EQ(-ENOENT, mr_query_key(vfd, 0x5a5a02, &q));
+	close(vfd);
+	munmap(a, 2 * PAGE);
+}
+
+/* Removes and announces the module's device again and again. */
+static void *device_flap(void *arg)
+{
+	int fd = *(int *)arg, i;
+
+	for (i = 0; i < 400; i++) {
+		ioctl(fd, VAMR_API_TEST_DEVICE_REMOVE);
+		sched_yield();
+		ioctl(fd, VAMR_API_TEST_DEVICE_ADD);
+	}
+	return NULL;
+}
+
+/*
+ * VAMR_IOC_MR_QUERY racing with the device's removal (vamr_device_remove()
+ * waits for the module's find_mr and stops calling it) and announcement: each
+ * answer is the region or ENOENT, never anything else.
+ */
+TEST_F(api, mr_query_races_device_removal)
+{
+	uint8_t *a = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vamr_api_test_arg x = { .len = PAGE, .access = RW, .compare = 0x6b6b01 };
+	unsigned long found = 0, gone = 0, other = 0;
+	struct vamr_mr_query q;
+	int vfd = vamr_open(), fd2, ret;
+	pthread_t t;
+
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_LE(0, vfd);
+	x.addr = (uintptr_t)a;
+	ASSERT_EQ(0, api(self->fd, VAMR_API_TEST_CREATE, &x));
+	fd2 = open("/dev/vamr_api_test", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, pthread_create(&t, NULL, device_flap, &fd2));
+	while (pthread_tryjoin_np(t, NULL)) {
+		ret = mr_query_key(vfd, 0x6b6b01, &q);
+		if (ret == 0 && q.addr == (uintptr_t)a)
+			found++;
+		else if (ret == -ENOENT)
+			gone++;
+		else
+			other++;
+	}
+	TH_LOG("queries: %lu found, %lu ENOENT", found, gone);
+	EXPECT_EQ(0ul, other);
+	/* Announced again at the end: found again. */
+	ASSERT_EQ(0, mr_query_key(vfd, 0x6b6b01, &q));
+	close(fd2);
+	ASSERT_EQ(0, ioctl(self->fd, VAMR_API_TEST_DESTROY));
+	close(vfd);
+	munmap(a, PAGE);
 }
 
 /* Atomics and prefetch through the API. */

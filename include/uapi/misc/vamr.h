@@ -439,8 +439,10 @@ struct vamr_watch_sync {
  * Finds the MR with VA semantics that device @ib_index registered through
  * vamr under @key (rdma_rxe: the lkey) in the caller's address space. Any
  * /dev/vamr file can ask; an MR of another process, a key of another device,
- * a normal MR (a driver that ignored VAMR_ACCESS_VA) and a missing key all get
- * the same answer. O(1) in the number of MRs.
+ * a normal MR (a driver that ignored VAMR_ACCESS_VA), a deregistered MR, an
+ * MR whose index now has another key byte, a device removed and a missing key
+ * all get the same answer. The device's driver finds the MR in its own MR
+ * table (rdma_rxe: its MR pool, O(1) in the number of MRs).
  * Errors: ENOENT (as just said), EINVAL (flags or reserved).
  */
 struct vamr_mr_query {
