@@ -59,6 +59,44 @@ const _: () = assert!(core::mem::size_of::<uapi::Counters>() == 8 * (Kind::COUNT
 // The per-CPU module-wide counters have room for every kind and invalidation kind.
 const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
 
+/// Module-wide counters that `struct vamr_counters` does not carry: the cost of the data
+/// path's slow path, an access that pins on demand (`Region::pin_for_access`), for the
+/// benchmark. Kept in the same per-CPU array, after the kinds and the invalidation kinds; read
+/// in debugfs (`vamr/access_pins`, [`debugfs_access_pins`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Extra {
+    /// Nanoseconds (`ktime_get()`, monotonic) spent in on-demand pin rounds of accesses, from
+    /// the decision to pin to the round's end (window, GUP, commit).
+    AccessPinNs,
+    /// Pages those rounds pinned (committed).
+    AccessPinPages,
+}
+
+/// Where the [`Extra`] counters start in the per-CPU array.
+const EXTRA_BASE: usize = Kind::COUNT + Event::COUNT;
+const _: () = assert!(EXTRA_BASE + (Extra::AccessPinPages as usize) < 32);
+
+/// Adds `n` to the module-wide counter `e`. Any context.
+pub(crate) fn extra_add(e: Extra, n: u64) {
+    global_add(EXTRA_BASE + e as usize, n);
+}
+
+/// The module-wide counter `e`, summed over the CPUs.
+fn extra_sum(e: Extra) -> u64 {
+    // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
+    unsafe { vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
+}
+
+/// The text of debugfs `vamr/access_pins`: `pages N` and `ns N`, the [`Extra`] counters since
+/// the module was loaded (a reader takes differences).
+pub(crate) fn debugfs_access_pins(
+    _: &(),
+    f: &mut kernel::fmt::Formatter<'_>,
+) -> kernel::fmt::Result {
+    writeln!(f, "pages {}", extra_sum(Extra::AccessPinPages))?;
+    writeln!(f, "ns {}", extra_sum(Extra::AccessPinNs))
+}
+
 /// One set of counters.
 pub(crate) struct Counters {
     by_kind: [Atomic<u64>; Kind::COUNT],

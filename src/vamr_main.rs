@@ -8,6 +8,7 @@
 
 use core::ptr::NonNull;
 use kernel::bindings;
+use kernel::debugfs::{Dir, File};
 use kernel::miscdevice::{MiscDeviceOptions, MiscDeviceRegistration};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Release};
@@ -135,6 +136,10 @@ struct VamrModule {
     _wq: ModuleQueue,
     _fault_wq: ModuleQueue,
     _globals: Globals,
+    /// debugfs `vamr/access_pins` (the slow path's cost, `stats::Extra`; `None` when it could
+    /// not be allocated: a diagnostic only), then its directory.
+    _access_pins: Option<Pin<KBox<File<()>>>>,
+    _debugfs: Dir,
 }
 
 impl kernel::InPlaceModule for VamrModule {
@@ -142,11 +147,19 @@ impl kernel::InPlaceModule for VamrModule {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
         devices::init();
         mm_state::init();
+        let debugfs = Dir::new(c"vamr");
+        let access_pins = KBox::pin_init(
+            debugfs.read_callback_file(c"access_pins", (), &stats::debugfs_access_pins),
+            GFP_KERNEL,
+        )
+        .ok();
         try_pin_init!(Self {
             _verify_timers: VerifyTimers,
             _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,
             _fault_wq: ModuleQueue::new(c"vamr_fault", &FAULT_WORKQUEUE)?,
             _globals: Globals,
+            _access_pins: access_pins,
+            _debugfs: debugfs,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),
         })
     }

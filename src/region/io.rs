@@ -6,12 +6,13 @@
 
 use super::{PinCause, Region, REPIN_ATTEMPTS};
 use crate::pin::{PinMode, PIN_BATCH};
-use crate::stats::Kind;
+use crate::stats::{self, Extra, Kind};
 use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
+use kernel::time::{Instant, Monotonic};
 
 /// Direction of a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -210,6 +211,8 @@ impl Region {
     /// round. Success does not promise a usable pin (an invalidation may have won): the caller
     /// looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
+        // The slow path's cost, for the benchmark (`stats::Extra`): one clock read per round.
+        let t0 = Instant::<Monotonic>::now();
         let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
             write,
@@ -230,6 +233,10 @@ impl Region {
         let cause = PinCause::Access { until: last + 1 };
         let pinned = self.fill(&mm, idx, count, cause, mode);
         drop(mm);
+        if let Ok(n) = pinned {
+            stats::extra_add(Extra::AccessPinPages, n as u64);
+            stats::extra_add(Extra::AccessPinNs, t0.elapsed().as_nanos().max(0) as u64);
+        }
         match pinned {
             // A userfault that this context must not wait for: a work item delivers it to
             // the handler, and this access waits for it, cancellably.
