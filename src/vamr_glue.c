@@ -240,7 +240,15 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * (1 <= @must <= @npages) are needed and the rest pinned ahead, within the
  * VMA of @start and never in a userfaultfd-registered one. Returns the pages
  * pinned or an errno; takes and releases mmap_lock for reading.
+ *
+ * A work item of a device (rdma_rxe's responder, the verify pass: a kernel
+ * thread without an mm) first adopts @mm (kthread_use_mm(), as the USB
+ * gadget's f_fs does for its user copies) and pins what is present with the
+ * lockless fast path, as the owner does, never faulting (FOLL_NOFAULT, so no
+ * userfault is raised or waited for); what that leaves, from the first page
+ * it could not pin, goes the remote way below in the next call.
  */
+#include <linux/kthread.h>
 #include <linux/userfaultfd_k.h>
 
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
@@ -275,6 +283,14 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 	 */
 	if (owner && !(gup_flags & FOLL_NOFAULT) && mm == current->mm)
 		return pin_user_pages_fast(start, npages, gup_flags, pages);
+
+	if (!owner && (current->flags & PF_KTHREAD) && !current->mm) {
+		kthread_use_mm(mm);
+		ret = pin_user_pages_fast(start, npages, gup_flags | FOLL_NOFAULT, pages);
+		kthread_unuse_mm(mm);
+		if (ret > 0)
+			return ret;
+	}
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;

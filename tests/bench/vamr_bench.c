@@ -1485,13 +1485,17 @@ static void print_table(double wall_s)
 	 * and swings from run to run by more than the pin costs; vamr's own clock
 	 * around its slow path measures the pin directly.
 	 */
-	if (kpin_ok && kpin_pp.n)
+	if (kpin_ok && kpin_pp.n) {
 		printf("%-10s va: on-demand pin rounds of [3b], by vamr's clock (debugfs vamr/access_pins):\n"
-		       "%-10s %.3g [%.3g..%.3g] us per page pinned (%.0f pages per remap), %.2fx the\n"
-		       "%-10s registration cost per page (reg/page)\n",
+		       "%-10s %.3g [%.3g..%.3g] us per page pinned (%.0f pages per remap)",
 		       "in-kernel", "", cmed(&kpin_pp), cmin(&kpin_pp), cmax(&kpin_pp),
-		       kpin_pages / rounds, cmed(&kpin_pp) / cmed(&reg_pp[VA]), "");
-	else
+		       kpin_pages / rounds);
+		if (reg_pp[VA].n)
+			printf(", %.2fx the\n%-10s registration cost per page (reg/page)\n",
+			       cmed(&kpin_pp) / cmed(&reg_pp[VA]), "");
+		else
+			printf("\n");
+	} else
 		printf("%-10s va: not measured (debugfs vamr/access_pins not readable)\n", "in-kernel");
 	snprintf(title, sizeof(title),
 		 "[4] RDMA WRITE throughput, MB/s, by message size (%d in flight, max(%lu MiB, 4 messages) per\n"
