@@ -132,9 +132,10 @@ extern "C" fn vamr_region_destroy(region: RawRegion) {
     // The header's contract: `region` is live and the caller gives it up.
     if let Ok(p) = from_err_ptr(region) {
         if !p.is_null() {
-            // SAFETY: `p` came from `Registration::into_raw` in `create`, and the caller gives
-            // it up, so it is taken back once; dropping the registration tears the region
-            // down, then drops its reference (which frees the region unless a query holds one).
+            // `p` came from `Registration::into_raw` in `create`, and the caller gives it up,
+            // so it is taken back once; dropping the registration tears the region down, then
+            // drops its reference (which frees the region unless a query holds one).
+            // SAFETY: as just said.
             drop(unsafe { Registration::from_raw(p.cast::<Region>()) });
         }
     }

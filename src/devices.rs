@@ -202,10 +202,11 @@ impl Device {
         let rc = {
             let guard = self.lookup.lock();
             let l = guard.as_ref()?;
-            // SAFETY: the device is not removed (`lookup` is `Some` under the lock that
-            // `remove` takes to clear it), so calling `find_mr` with `priv_` is allowed (the
-            // `Lookup` invariants); `visit` and `&mut found` keep `visit`'s contract: `found`
-            // is not touched by anything else until the call returns.
+            // The device is not removed (`lookup` is `Some` under the lock that `remove` takes
+            // to clear it), so calling `find_mr` with `priv_` is allowed (the `Lookup`
+            // invariants); `visit` and `&mut found` keep `visit`'s contract: `found` is not
+            // touched by anything else until the call returns.
+            // SAFETY: as just said.
             unsafe { (l.find_mr)(l.priv_, key, visit, (&raw mut found).cast()) }
         };
         // Dropped after the lock, if the driver found one but failed anyway.
