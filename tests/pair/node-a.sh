@@ -279,26 +279,27 @@ rdma_remote_test() {
 	return $fail
 }
 
-# vamr_bytes [on_b]: the bytes rxe moved through VA MRs so far on this node
-# (on node b with on_b): vamrctl stats --global, bytes_read + bytes_written.
+# vamr_global [on_b]: vamr's module-wide counters on this node (on node b
+# with on_b), "NAME VALUE" lines of vamrctl stats --global.
 VAMRCTL=$VAMR_BUILD/tools/vamrctl
-vamr_bytes() {
+vamr_global() {
 	if [ "${1:-}" = on_b ]; then
 		on_b "$VAMRCTL stats --global"
 	else
 		"$VAMRCTL" stats --global
-	fi 2>&1 | awk '$1 == "bytes_read" || $1 == "bytes_written" { n += $2; seen++ }
+	fi 2>&1
+}
+
+# vamr_bytes [on_b]: the bytes rxe moved through VA MRs so far:
+# bytes_read + bytes_written.
+vamr_bytes() {
+	vamr_global "$@" | awk '$1 == "bytes_read" || $1 == "bytes_written" { n += $2; seen++ }
 		END { if (seen == 2) print n; else print "unknown" }'
 }
 
-# vamr_regions [on_b]: the VA regions live on this node (on node b with
-# on_b) now: vamrctl stats --global, the "regions" gauge.
+# vamr_regions [on_b]: the VA regions live now: the "regions" gauge.
 vamr_regions() {
-	if [ "${1:-}" = on_b ]; then
-		on_b "$VAMRCTL stats --global"
-	else
-		"$VAMRCTL" stats --global
-	fi 2>&1 | awk '$1 == "regions" { print $2; seen = 1 } END { if (!seen) print "unknown" }'
+	vamr_global "$@" | awk '$1 == "regions" { print $2; seen = 1 } END { if (!seen) print "unknown" }'
 }
 
 # no_va_regions: waits up to 30 s until neither node has a live VA region, so
