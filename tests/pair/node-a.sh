@@ -271,7 +271,9 @@ rdma_remote_test() {
 		done </tmp/rdma_remote_c.out
 		if [ "$got" = 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 1 ]; }; then
 			n=$((n + 1))
-			echo "not ok $n $mode.client_ran # exit status $rc"
+			why="exit status $rc"
+			[ "$rc" = 3 ] && why="teardown stuck: $(grep -m1 -o 'stuck in [^;]*' /tmp/rdma_remote_c.out)"
+			echo "not ok $n $mode.client_ran # $why"
 			fail=1
 		fi
 	done

@@ -29,10 +29,18 @@
  * The client prints "# vamr-remote <scenario> <MODE> <op> <OUTCOME>" and one
  * line "pass <name>" or "fail <name> # why" per (scenario, op); exit status
  * 0 when every outcome was the expected one, 1 otherwise.
+ *
+ * Teardown (QUIT, disconnect, deregistration, endpoint destruction) runs
+ * under a watchdog thread: if it has not finished after TEARDOWN_SECS, the
+ * program prints the step it is stuck in and the kernel stack of each of its
+ * other threads (/proc/self/task/N/stack), and exits with status 3.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +61,7 @@
 #define SEED_NEW 1001
 #define SEED_CHILD 1002
 #define SEED_WRITE 1003
+#define TEARDOWN_SECS 60
 
 enum msg_type { MSG_REQ = 1, MSG_READY, MSG_DONE, MSG_RESULT, MSG_QUIT };
 enum op { OP_READ, OP_WRITE };
@@ -78,6 +87,61 @@ struct conn {
 	struct msg *sbuf, *rbuf;
 	struct ibv_mr *smr, *rmr;
 };
+
+/* The teardown step being run; read by the watchdog thread. */
+static const char *volatile teardown_step;
+
+/*
+ * The watchdog thread: if teardown has not ended (the process has not exited)
+ * after TEARDOWN_SECS, say where it is stuck, show what every other thread of
+ * the process waits for in the kernel, and exit with status 3. A thread, not
+ * a signal handler: a signal would interrupt the very wait it must show.
+ */
+static void *teardown_watchdog(void *arg)
+{
+	char path[300], buf[4096];
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	struct dirent *d;
+	DIR *dir;
+	ssize_t n;
+	int fd;
+
+	(void)arg;
+	sleep(TEARDOWN_SECS);
+	fprintf(stderr, "rdma_remote: teardown stuck in %s after %d s; kernel stacks:\n",
+		teardown_step ? teardown_step : "?", TEARDOWN_SECS);
+	dir = opendir("/proc/self/task");
+	while (dir && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == self)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stack", d->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		fprintf(stderr, "rdma_remote: task %s:\n", d->d_name);
+		while ((n = read(fd, buf, sizeof(buf) - 1)) > 0) {
+			buf[n] = 0;
+			fputs(buf, stderr);
+		}
+		close(fd);
+	}
+	fflush(stderr);
+	_exit(3);
+}
+
+/* Start the teardown watchdog; step() names each step as it starts. */
+static void teardown_begin(void)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, teardown_watchdog, NULL) == 0)
+		pthread_detach(t);
+}
+
+static void step(const char *what)
+{
+	teardown_step = what;
+}
 
 static void fail(const char *what)
 {
@@ -286,10 +350,15 @@ static int server(int argc, char **argv)
 		munmap(t.a, BUF_LEN);
 		send_msg(&c);
 	}
+	teardown_begin();
+	step("rdma_disconnect");
 	rdma_disconnect(c.id);
+	step("rdma_dereg_mr (messages)");
 	rdma_dereg_mr(c.smr);
 	rdma_dereg_mr(c.rmr);
+	step("rdma_destroy_ep (connection)");
 	rdma_destroy_ep(c.id);
+	step("rdma_destroy_ep (listener)");
 	rdma_destroy_ep(listen_id);
 	rdma_freeaddrinfo(res);
 	return 0;
@@ -393,15 +462,21 @@ static int client(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
+	teardown_begin();
 	if (!broken) {
+		step("QUIT send completion");
 		memset(c.sbuf, 0, sizeof(*c.sbuf));
 		c.sbuf->type = MSG_QUIT;
 		send_msg(&c);
 	}
+	step("ibv_dereg_mr (local)");
 	ibv_dereg_mr(lmr);
+	step("rdma_disconnect");
 	rdma_disconnect(c.id);
+	step("rdma_dereg_mr (messages)");
 	rdma_dereg_mr(c.smr);
 	rdma_dereg_mr(c.rmr);
+	step("rdma_destroy_ep");
 	rdma_destroy_ep(c.id);
 	rdma_freeaddrinfo(res);
 	return bad;
