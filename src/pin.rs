@@ -20,6 +20,7 @@ extern "C" {
         start: usize,
         npages: usize,
         must: usize,
+        fault: usize,
         gup_flags: u32,
         pages: *mut *mut bindings::page,
         owner: bool,
@@ -231,9 +232,14 @@ pub(crate) struct PinMode {
 
 /// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
 /// and stops at the first page that cannot be pinned. Only the first `must` pages (at least 1)
-/// are needed by the caller: when the range starts in a userfaultfd-registered VMA, at most
-/// those are pinned, so that no userfault is raised for a page nobody accesses. `start` must be page aligned and
-/// `npages > 0`. `mode` selects `FOLL_WRITE` and `FOLL_NOFAULT`; `FOLL_LONGTERM` is always set.
+/// are needed by the caller, and only the first `fault` (at least `must`) may be faulted in:
+/// the pages after them are pinned only if present in the page table, so pinning ahead
+/// allocates no memory and raises no userfault. When the first page must be faulted in, at
+/// most `fault` pages are pinned, within its VMA, and in a userfaultfd-registered VMA at most
+/// `must`, so that no userfault is raised for a page nobody accesses. The result may stop
+/// short of `must` (the present pages before the first absent one): the caller asks again
+/// from there. `start` must be page aligned and `npages > 0`. `mode` selects `FOLL_WRITE` and
+/// `FOLL_NOFAULT` (nothing faulted in at all); `FOLL_LONGTERM` is always set.
 ///
 /// GUP may drop `mmap_lock` and retry (`VM_FAULT_RETRY`), so userfaultfd MISSING, MINOR and
 /// WP faults reach their handler: an `owner` caller waits for it (killable); any other caller
@@ -251,6 +257,7 @@ pub(crate) fn pin_user_range(
     start: usize,
     npages: usize,
     must: usize,
+    fault: usize,
     mode: PinMode,
 ) -> Result<Pins> {
     let write = mode.write;
@@ -271,6 +278,7 @@ pub(crate) fn pin_user_range(
                 start,
                 batch,
                 must.clamp(1, batch),
+                fault.clamp(must.clamp(1, batch), batch),
                 flags,
                 raw,
                 mode.owner,

@@ -15,6 +15,7 @@ use kernel::sync::atomic::{Atomic, Relaxed};
 extern "C" {
     fn vamr_global_add(idx: u32, n: u64);
     fn vamr_global_sum(idx: u32) -> u64;
+    fn vamr_task_cpu_ns() -> u64;
 }
 
 /// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
@@ -59,22 +60,34 @@ const _: () = assert!(core::mem::size_of::<uapi::Counters>() == 8 * (Kind::COUNT
 // The per-CPU module-wide counters have room for every kind and invalidation kind.
 const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
 
-/// Module-wide counters that `struct vamr_counters` does not carry: the cost of the data
-/// path's slow path, an access that pins on demand (`Region::pin_for_access`), for the
-/// benchmark. Kept in the same per-CPU array, after the kinds and the invalidation kinds; read
-/// in debugfs (`vamr/access_pins`, [`debugfs_access_pins`]).
+/// Module-wide counters that `struct vamr_counters` does not carry: the cost of pinning, per
+/// page, on the data path's slow path (an access that pins on demand,
+/// `Region::pin_for_access`) and at registration (`Registration::insert_and_fill`), for the
+/// benchmark, which compares the two. Kept in the same per-CPU array, after the kinds and the
+/// invalidation kinds; read in debugfs (`vamr/access_pins`, [`debugfs_access_pins`]).
+///
+/// Two clocks: wall time (`ktime_get()`), which also counts the time the task waited for a
+/// CPU, and the task's own CPU time ([`task_cpu_ns`]), which is the cost.
 #[derive(Clone, Copy)]
 pub(crate) enum Extra {
-    /// Nanoseconds (`ktime_get()`, monotonic) spent in on-demand pin rounds of accesses, from
-    /// the decision to pin to the round's end (window, GUP, commit).
+    /// Nanoseconds of wall time spent in on-demand pin rounds of accesses, from the decision
+    /// to pin to the round's end (window, GUP, commit).
     AccessPinNs,
     /// Pages those rounds pinned (committed).
     AccessPinPages,
+    /// Nanoseconds of CPU time of the tasks running those rounds, in them.
+    AccessPinCpuNs,
+    /// Nanoseconds of wall time spent in registrations' pin rounds (GUP and commit).
+    RegPinNs,
+    /// Pages those rounds pinned.
+    RegPinPages,
+    /// Nanoseconds of CPU time of the registering tasks, in those rounds.
+    RegPinCpuNs,
 }
 
 /// Where the [`Extra`] counters start in the per-CPU array.
 const EXTRA_BASE: usize = Kind::COUNT + Event::COUNT;
-const _: () = assert!(EXTRA_BASE + (Extra::AccessPinPages as usize) < 32);
+const _: () = assert!(EXTRA_BASE + (Extra::RegPinCpuNs as usize) < 32);
 
 /// Adds `n` to the module-wide counter `e`. Any context.
 pub(crate) fn extra_add(e: Extra, n: u64) {
@@ -87,14 +100,28 @@ fn extra_sum(e: Extra) -> u64 {
     unsafe { vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
 }
 
-/// The text of debugfs `vamr/access_pins`: `pages N` and `ns N`, the [`Extra`] counters since
-/// the module was loaded (a reader takes differences).
+/// CPU time of the current task so far, in nanoseconds (what the scheduler's
+/// `task_sched_runtime()` computes for a running task; see `vamr_task_cpu_ns()` in
+/// `src/vamr_glue.c`). Only differences between two reads by the same task mean something.
+/// Any context, does not sleep.
+pub(crate) fn task_cpu_ns() -> u64 {
+    // SAFETY: no preconditions; reads current's scheduler clock with preemption disabled.
+    unsafe { vamr_task_cpu_ns() }
+}
+
+/// The text of debugfs `vamr/access_pins`, the [`Extra`] counters since the module was loaded
+/// (a reader takes differences): `pages`, `ns` (wall) and `cpu_ns` of the on-demand pin rounds
+/// of accesses, then `reg_pages`, `reg_ns` and `reg_cpu_ns` of registrations' pin rounds.
 pub(crate) fn debugfs_access_pins(
     _: &(),
     f: &mut kernel::fmt::Formatter<'_>,
 ) -> kernel::fmt::Result {
     writeln!(f, "pages {}", extra_sum(Extra::AccessPinPages))?;
-    writeln!(f, "ns {}", extra_sum(Extra::AccessPinNs))
+    writeln!(f, "ns {}", extra_sum(Extra::AccessPinNs))?;
+    writeln!(f, "cpu_ns {}", extra_sum(Extra::AccessPinCpuNs))?;
+    writeln!(f, "reg_pages {}", extra_sum(Extra::RegPinPages))?;
+    writeln!(f, "reg_ns {}", extra_sum(Extra::RegPinNs))?;
+    writeln!(f, "reg_cpu_ns {}", extra_sum(Extra::RegPinCpuNs))
 }
 
 /// One set of counters.

@@ -229,82 +229,94 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
 }
 
 /*
- * pin_user_pages_remote() with a 'locked' argument, so that GUP may drop
- * mmap_lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach their
- * handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing". An
- * @owner caller (the process's own context) waits for any fault, killably.
- * Any other caller (a device task, a work item) must not wait on a userfault
- * it cannot be woken from: for a userfaultfd-registered VMA it asks
- * FOLL_NOWAIT, so such a fault ends the call with -EBUSY and is delivered by
- * vamr_fault_in() from a work item instead. Of the @npages asked, @must
- * (1 <= @must <= @npages) are needed and the rest pinned ahead, within the
- * VMA of @start and never in a userfaultfd-registered one. Returns the pages
- * pinned or an errno; takes and releases mmap_lock for reading.
+ * Pins up to @npages pages from @start of @mm (FOLL_PIN, with @gup_flags),
+ * in order, stopping at the first page that cannot be pinned. Of them, the
+ * first @must (1 <= @must <= @fault) are needed, the first @fault
+ * (@fault <= @npages) may be faulted in, and the rest are pinned only if
+ * present in the page table (pinned ahead: no memory is allocated and no
+ * userfault raised for pages nobody accessed). With FOLL_NOFAULT in
+ * @gup_flags nothing is faulted in. Returns the pages pinned (possibly fewer
+ * than @must: the caller asks again from the first page not pinned) or an
+ * errno.
  *
- * A work item of a device (rdma_rxe's responder, the verify pass: a kernel
- * thread without an mm) first adopts @mm (kthread_use_mm(), as the USB
- * gadget's f_fs does for its user copies) and pins what is present with the
- * lockless fast path, as the owner does, never faulting (FOLL_NOFAULT, so no
- * userfault is raised or waited for); what that leaves, from the first page
- * it could not pin, goes the remote way below in the next call.
+ * Pages present: the lockless fast path, in one call, as ib_umem_get() does:
+ *  - the owner (@owner, the process's own context) calls
+ *    pin_user_pages_fast() directly; when every page may be faulted in, with
+ *    faults allowed (GUP falls back to the slow path with retry by itself);
+ *  - a work item of a device (rdma_rxe's responder, the verify pass: a
+ *    kernel thread without an mm) first adopts @mm (kthread_use_mm(), as the
+ *    USB gadget's f_fs does for its user copies).
+ * Both use FOLL_NOFAULT whenever some page must not be faulted in, so this
+ * pass never faults.
+ *
+ * The first page absent: the fault path, for at most @fault pages, within
+ * the VMA of @start, and never past @must in a userfaultfd-registered VMA.
+ * It is pin_user_pages_remote() with a 'locked' argument, so that GUP may
+ * drop mmap_lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach
+ * their handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing". An
+ * @owner caller waits for any fault, killably. Any other caller must not
+ * wait on a userfault it cannot be woken from: for a userfaultfd-registered
+ * VMA it asks FOLL_NOWAIT, so such a fault ends the call with -EBUSY and is
+ * delivered by vamr_fault_in() from a work item instead. Takes and releases
+ * mmap_lock for reading.
  */
 #include <linux/kthread.h>
 #include <linux/userfaultfd_k.h>
 
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
-			 unsigned long must, unsigned int gup_flags, struct page **pages,
-			 bool owner)
+			 unsigned long must, unsigned long fault, unsigned int gup_flags,
+			 struct page **pages, bool owner)
 {
+	bool kthread = !owner && (current->flags & PF_KTHREAD) && !current->mm;
 	struct vm_area_struct *vma;
 	int locked = 1;
 	long ret;
 
-	/*
-	 * Only @must pages are needed; the rest are pinned ahead. Never ahead
-	 * into a userfaultfd-registered VMA: that would raise userfaults for
-	 * pages nobody accesses.
-	 */
-	if (must < npages && !(gup_flags & FOLL_NOFAULT)) {
-		if (mmap_read_lock_killable(mm))
-			return -EINTR;
-		vma = vma_lookup(mm, start);
-		if (!vma || userfaultfd_armed(vma))
-			npages = must;
-		else
-			npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
-		mmap_read_unlock(mm);
-	}
+	if (gup_flags & FOLL_NOFAULT)
+		fault = 0;
+	fault = min(fault, npages);
+	must = min(must, fault);
 
-	/*
-	 * The owner pins its own memory: the fast path, without mmap_lock for
-	 * pages already mapped, in one call for the whole batch, as
-	 * ib_umem_get() does; it falls back to the slow path (with retry) by
-	 * itself.
-	 */
-	if (owner && !(gup_flags & FOLL_NOFAULT) && mm == current->mm)
-		return pin_user_pages_fast(start, npages, gup_flags, pages);
+	if ((owner && mm == current->mm) || kthread) {
+		unsigned int flags = gup_flags;
 
-	if (!owner && (current->flags & PF_KTHREAD) && !current->mm) {
-		kthread_use_mm(mm);
-		ret = pin_user_pages_fast(start, npages, gup_flags | FOLL_NOFAULT, pages);
-		kthread_unuse_mm(mm);
-		if (ret > 0)
+		/* Faults allowed for the whole batch: as ib_umem_get(). */
+		if (!owner || fault < npages)
+			flags |= FOLL_NOFAULT;
+		if (kthread)
+			kthread_use_mm(mm);
+		ret = pin_user_pages_fast(start, npages, flags, pages);
+		if (kthread)
+			kthread_unuse_mm(mm);
+		if (ret > 0 || fault == 0 || !(flags & FOLL_NOFAULT))
 			return ret;
+		/* The first page needs a fault: below, for at most @fault pages. */
+	} else if (fault == 0) {
+		/* Another context pinning present pages only (a no-fault prefetch). */
+		fault = npages;
 	}
+	npages = fault;
 
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
-	if (!owner && !(gup_flags & FOLL_NOFAULT)) {
-		/*
-		 * One VMA per call, so that a batch that starts in an ordinary
-		 * VMA cannot run on into a userfaultfd one without FOLL_NOWAIT.
-		 */
-		vma = vma_lookup(mm, start);
-		if (vma) {
-			npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
-			if (userfaultfd_armed(vma))
+	/*
+	 * One VMA per call, so that a batch that starts in an ordinary VMA
+	 * cannot run on into a userfaultfd one; in a userfaultfd-registered
+	 * VMA, only the pages needed (no userfault for a page nobody accesses),
+	 * and without waiting for a userfault unless the owner asks.
+	 */
+	vma = vma_lookup(mm, start);
+	if (vma) {
+		npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
+		if (userfaultfd_armed(vma) && !(gup_flags & FOLL_NOFAULT)) {
+			npages = min(npages, max(must, 1UL));
+			if (!owner)
 				gup_flags |= FOLL_NOWAIT;
 		}
+	}
+	if (owner && mm == current->mm) {
+		mmap_read_unlock(mm);
+		return pin_user_pages_fast(start, npages, gup_flags, pages);
 	}
 	ret = pin_user_pages_remote(mm, start, npages, gup_flags, pages, &locked);
 	if (locked)
@@ -515,4 +527,31 @@ u64 vamr_global_sum(unsigned int idx)
 	for_each_possible_cpu(cpu)
 		sum += per_cpu(vamr_global[idx], cpu);
 	return sum;
+}
+
+/*
+ * CPU time of the current task so far, in ns: what task_sched_runtime()
+ * (kernel/sched/core.c, not exported) computes for a running task, the
+ * scheduler's sum plus the time since the scheduler last updated it. The
+ * scheduler stamps exec_start with rq_clock_task(), which is
+ * sched_clock_cpu() of the CPU less IRQ and steal time when those are
+ * accounted (IRQ_TIME_ACCOUNTING, PARAVIRT_TIME_ACCOUNTING); then the part
+ * since the last update also counts IRQ time. For the benchmark counters
+ * (stats.rs, Extra): only differences between two reads by the same task
+ * mean something. Any context, does not sleep.
+ */
+#include <linux/sched/clock.h>
+
+u64 vamr_task_cpu_ns(void)
+{
+	u64 now, start, ns;
+
+	preempt_disable();
+	now = sched_clock_cpu(smp_processor_id());
+	start = READ_ONCE(current->se.exec_start);
+	ns = READ_ONCE(current->se.sum_exec_runtime);
+	if (now > start)
+		ns += now - start;
+	preempt_enable();
+	return ns;
 }

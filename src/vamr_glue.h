@@ -23,8 +23,8 @@ int vamr_snapshot(struct mmu_interval_notifier *sub, unsigned long seq, unsigned
 		  unsigned long npages, unsigned long *hmm_pfns);
 struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write);
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
-			 unsigned long must, unsigned int gup_flags, struct page **pages,
-			 bool owner);
+			 unsigned long must, unsigned long fault, unsigned int gup_flags,
+			 struct page **pages, bool owner);
 int vamr_fault_in(struct mm_struct *mm, unsigned long addr, bool write);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
@@ -32,6 +32,7 @@ void *vamr_page_address(struct page *page);
 bool vamr_fatal_signal_pending(void);
 void vamr_global_add(unsigned int idx, u64 n);
 u64 vamr_global_sum(unsigned int idx);
+u64 vamr_task_cpu_ns(void);
 unsigned int vamr_max_regions_per_mm(void);
 struct workqueue_struct *vamr_alloc_workqueue(const char *name);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);

@@ -42,11 +42,14 @@ pub(super) enum PinCause {
     /// A prefetch: pages that cannot be pinned are skipped.
     OnDemand,
     /// An access: pins from its current page to the end of the access (page index `until`
-    /// excluded) and a window after it ([`AheadWindow`](super::io::AheadWindow)), and stops at the first page that
-    /// cannot be pinned (the access fails there if it is its own). The window never faults a
-    /// userfaultfd-registered VMA (see [`pin_user_range`]).
+    /// excluded), faulting pages in up to index `fault_until` (the access and its
+    /// [`AheadWindow`](super::io::AheadWindow)), and after that the pages already present,
+    /// up to the round's end; stops at the first page that cannot be pinned (the access fails
+    /// there if it is its own). Pinning ahead never faults a userfaultfd-registered VMA (see
+    /// [`pin_user_range`]).
     Access {
         until: usize,
+        fault_until: usize,
     },
 }
 
@@ -161,11 +164,14 @@ impl Region {
                 let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`).
-                let must = match cause {
-                    PinCause::Access { until } => until.saturating_sub(idx).max(1),
-                    _ => gap_end - idx,
+                let (must, fault) = match cause {
+                    PinCause::Access { until, fault_until } => {
+                        let must = until.saturating_sub(idx).max(1);
+                        (must, fault_until.saturating_sub(idx).max(must))
+                    }
+                    _ => (gap_end - idx, gap_end - idx),
                 };
-                let pins = match pin_user_range(mm, va, gap_end - idx, must, mode) {
+                let pins = match pin_user_range(mm, va, gap_end - idx, must, fault, mode) {
                     Ok(pins) => pins,
                     Err(e) if e == EFAULT && matches!(cause, PinCause::Access { .. }) => {
                         // The access fails at this page; what was pinned before it stays.
@@ -191,6 +197,13 @@ impl Region {
                     Some(c) => {
                         committed += c;
                         idx += n;
+                        // Past an access's fault window, a short round stopped at a page that
+                        // is not present: the window ends there (asking again would only fail).
+                        if let PinCause::Access { fault_until, .. } = cause {
+                            if n < gap_end - (idx - n) && idx >= fault_until {
+                                break 'pages;
+                            }
+                        }
                         continue 'pages;
                     }
                     None => {
@@ -199,7 +212,7 @@ impl Region {
                         // An access that lost a race pins only its own pages from now on: the
                         // window after them is an optimisation, and retrying it would hold
                         // `mmap_lock` longer against the invalidations that keep winning.
-                        if let PinCause::Access { until } = cause {
+                        if let PinCause::Access { until, .. } = cause {
                             end = end.min(until.max(idx + 1));
                             gap_end = gap_end.min(end);
                         }

@@ -212,7 +212,7 @@ impl Region {
     /// looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
         // The slow path's cost, for the benchmark (`stats::Extra`): one clock read per round.
-        let t0 = Instant::<Monotonic>::now();
+        let (t0, c0) = (Instant::<Monotonic>::now(), stats::task_cpu_ns());
         let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
             write,
@@ -220,22 +220,31 @@ impl Region {
             owner: self.current_is_owner(),
         };
         let size = self.ahead.size_at(idx);
-        let window = size.min(self.npages - idx);
-        let count = if last + 1 - idx >= window {
-            last + 1 - idx
+        let own = last + 1 - idx;
+        // The round: the access's own pages, and the absent slots right after them up to one
+        // batch from `idx`, of which the window's pages may be faulted in and the rest are
+        // pinned if present (see `AheadWindow`).
+        let count = if own >= PIN_BATCH {
+            PIN_BATCH
         } else {
+            let end = self.npages.min(idx + PIN_BATCH);
             let table = self.table.lock();
             let absent = |i: &usize| matches!(table.get(*i), Some(None));
-            (last + 1..idx + window).take_while(absent).count() + (last + 1 - idx)
-        }
-        .min(PIN_BATCH);
-        self.ahead.set(idx, idx + count, size);
-        let cause = PinCause::Access { until: last + 1 };
+            own + (last + 1..end).take_while(absent).count()
+        };
+        let fault = own.max(size).min(count);
+        let cause = PinCause::Access {
+            until: last + 1,
+            fault_until: idx + fault,
+        };
         let pinned = self.fill(&mm, idx, count, cause, mode);
         drop(mm);
         if let Ok(n) = pinned {
+            // The window ends where the round did (for a stream, at least the window).
+            self.ahead.set(idx, idx + n.max(fault), size);
             stats::extra_add(Extra::AccessPinPages, n as u64);
             stats::extra_add(Extra::AccessPinNs, t0.elapsed().as_nanos().max(0) as u64);
+            stats::extra_add(Extra::AccessPinCpuNs, stats::task_cpu_ns().wrapping_sub(c0));
         }
         match pinned {
             // A userfault that this context must not wait for: a work item delivers it to

@@ -515,29 +515,37 @@ static void after_remap_check(enum kind k, int ok, const char *what)
  * and on the same pages while they are mapped in the MR ("pinned").
  */
 /*
- * vamr's own account of the data path's slow path (debugfs vamr/access_pins):
- * pages the on-demand pin rounds of accesses pinned and the nanoseconds they
- * took, since vamr.ko was loaded. 0, or -1 when the file cannot be read.
+ * vamr's own account of its pin rounds (debugfs vamr/access_pins), since
+ * vamr.ko was loaded: the on-demand rounds of accesses (pages pinned, wall
+ * and CPU nanoseconds) and registrations' rounds (the same three).
  */
-static int access_pins(double *pages, double *ns)
+struct kpins {
+	double pages, ns, cpu_ns, reg_pages, reg_ns, reg_cpu_ns;
+};
+
+/* 0, or -1 when the file cannot be read. */
+static int access_pins(struct kpins *p)
 {
 	FILE *f = fopen("/sys/kernel/debug/vamr/access_pins", "r");
-	unsigned long long p, t;
+	unsigned long long v[6];
 	int n;
 
 	if (!f)
 		return -1;
-	n = fscanf(f, "pages %llu ns %llu", &p, &t);
+	n = fscanf(f, "pages %llu ns %llu cpu_ns %llu reg_pages %llu reg_ns %llu reg_cpu_ns %llu",
+		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
 	fclose(f);
-	if (n != 2)
+	if (n != 6)
 		return -1;
-	*pages = p;
-	*ns = t;
+	*p = (struct kpins){ v[0], v[1], v[2], v[3], v[4], v[5] };
 	return 0;
 }
 
-/* [3b] VA: the on-demand pin rounds, us per page pinned, by vamr's clock. */
-static struct cell kpin_pp;
+/*
+ * [3b] VA, by vamr's clocks: us per page pinned by the on-demand rounds
+ * (wall, CPU) and by the registrations of the same buffers (wall, CPU).
+ */
+static struct cell kpin_pp, kpin_cpu_pp, kreg_pp, kreg_cpu_pp;
 static double kpin_pages;
 static int kpin_ok = 1;
 
@@ -557,7 +565,7 @@ static void bench_first_access(void)
 	for (r = 0; r < rounds; r++) {
 		struct reps rf[NKIND] = {}, rs[NKIND] = {}, rp[NKIND] = {};
 		struct reps rsf[NKIND] = {}, rss[NKIND] = {}, rsp[NKIND] = {};
-		double kp = 0, kns = 0;
+		struct kpins acc = {};
 		int j;
 
 		/* The kinds alternate inside the repetitions: a slow spell of the host hits all. */
@@ -571,7 +579,20 @@ static void bench_first_access(void)
 
 			if (!a)
 				return;
-			if (!(mr = reg(a, len, k))) {
+			{
+				struct kpins p0, p1;
+				int counted = k == VA && !access_pins(&p0);
+
+				mr = reg(a, len, k);
+				if (counted && mr && !access_pins(&p1)) {
+					acc.reg_pages += p1.reg_pages - p0.reg_pages;
+					acc.reg_ns += p1.reg_ns - p0.reg_ns;
+					acc.reg_cpu_ns += p1.reg_cpu_ns - p0.reg_cpu_ns;
+				} else if (k == VA) {
+					kpin_ok = 0;
+				}
+			}
+			if (!mr) {
 				munmap(a, len);
 				return;
 			}
@@ -593,17 +614,18 @@ static void bench_first_access(void)
 				return;
 			e = 0;
 			{
-				double p0 = 0, ns0 = 0, p1, ns1;
-				int counted = k == VA && !access_pins(&p0, &ns0);
+				struct kpins p0, p1;
+				int counted = k == VA && !access_pins(&p0);
 
 				t = now_us();
 				got = stream_strided(IBV_WR_RDMA_WRITE, src, src_mr->lkey, a, mr->rkey,
 						     len, FIRST_SMALL, PAGE, REMAP_PAGES * FIRST_SMALL,
 						     0, &e);
 				sfirst = now_us() - t;
-				if (counted && !access_pins(&p1, &ns1)) {
-					kp += p1 - p0;
-					kns += ns1 - ns0;
+				if (counted && !access_pins(&p1)) {
+					acc.pages += p1.pages - p0.pages;
+					acc.ns += p1.ns - p0.ns;
+					acc.cpu_ns += p1.cpu_ns - p0.cpu_ns;
 				} else if (k == VA) {
 					kpin_ok = 0;
 				}
@@ -647,9 +669,12 @@ static void bench_first_access(void)
 			put_reps(&sfirst_pp[k], &rsf[k]);
 			put_reps(&spin_pp[k], &rsp[k]);
 		}
-		if (kp > 0) {
-			put(&kpin_pp, kns / 1e3 / kp);
-			kpin_pages += kp / FIRST_REPS;
+		if (acc.pages > 0 && acc.reg_pages > 0) {
+			put(&kpin_pp, acc.ns / 1e3 / acc.pages);
+			put(&kpin_cpu_pp, acc.cpu_ns / 1e3 / acc.pages);
+			put(&kreg_pp, acc.reg_ns / 1e3 / acc.reg_pages);
+			put(&kreg_cpu_pp, acc.reg_cpu_ns / 1e3 / acc.reg_pages);
+			kpin_pages += acc.pages / FIRST_REPS;
 		}
 		progress("first access round %d done", r + 1);
 	}
@@ -1486,15 +1511,17 @@ static void print_table(double wall_s)
 	 * around its slow path measures the pin directly.
 	 */
 	if (kpin_ok && kpin_pp.n) {
-		printf("%-10s va: on-demand pin rounds of [3b], by vamr's clock (debugfs vamr/access_pins):\n"
-		       "%-10s %.3g [%.3g..%.3g] us per page pinned (%.0f pages per remap)",
-		       "in-kernel", "", cmed(&kpin_pp), cmin(&kpin_pp), cmax(&kpin_pp),
-		       kpin_pages / rounds);
-		if (reg_pp[VA].n)
-			printf(", %.2fx the\n%-10s registration cost per page (reg/page)\n",
-			       cmed(&kpin_pp) / cmed(&reg_pp[VA]), "");
-		else
-			printf("\n");
+		printf("%-10s va, by vamr's clocks (debugfs vamr/access_pins), us per page pinned:\n"
+		       "%-10s on-demand rounds of [3b] (%.0f pages per remap): wall %.3g [%.3g..%.3g], "
+		       "CPU %.3g [%.3g..%.3g]\n"
+		       "%-10s registration rounds of the same buffers:     wall %.3g [%.3g..%.3g], "
+		       "CPU %.3g [%.3g..%.3g]\n"
+		       "%-10s on-demand / registration: wall %.2fx, CPU %.2fx\n",
+		       "in-kernel", "", kpin_pages / rounds, cmed(&kpin_pp), cmin(&kpin_pp),
+		       cmax(&kpin_pp), cmed(&kpin_cpu_pp), cmin(&kpin_cpu_pp), cmax(&kpin_cpu_pp), "",
+		       cmed(&kreg_pp), cmin(&kreg_pp), cmax(&kreg_pp), cmed(&kreg_cpu_pp),
+		       cmin(&kreg_cpu_pp), cmax(&kreg_cpu_pp), "",
+		       cmed(&kpin_pp) / cmed(&kreg_pp), cmed(&kpin_cpu_pp) / cmed(&kreg_cpu_pp));
 	} else
 		printf("%-10s va: not measured (debugfs vamr/access_pins not readable)\n", "in-kernel");
 	snprintf(title, sizeof(title),

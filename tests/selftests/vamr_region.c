@@ -188,6 +188,53 @@ TEST_F(region, access_window_adapts)
 	munmap(a, len);
 }
 
+/*
+ * Pinning ahead takes what is present, up to a batch, and faults in only the
+ * window: an access that finds its page absent also pins the pages after it
+ * that the page table already maps (up to 512 from it, up to the first pin or
+ * the first page not present), in the same round; pages not present are
+ * faulted in only as far as the window reaches (nothing is allocated
+ * further). The pins are the pages the CPU sees.
+ */
+TEST_F(region, access_pins_present_pages_ahead)
+{
+	size_t n = 2048, len = n * PAGE, i;
+	unsigned char vec[272];
+	uint8_t *a = map_anon(len);
+	uint32_t h;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	pattern_fill(a, len, 19, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	/* New memory at the same VA; the CPU writes [0, 300) and [700, 2048) of it. */
+	ASSERT_EQ(0, remap_fixed(a, len));
+	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	pattern_fill(a, 300 * PAGE, 22, 0);
+	pattern_fill(a + 700 * PAGE, 1348 * PAGE, 23, 0);
+
+	/* Page 0: it and the present pages after it, to the first one not present. */
+	EXPECT_EQ(300u, window_of_write(_metadata, self->fd, h, a, 0));
+	/* Page 300, not present: the window (doubled: the stream reached the end of the
+	 * last one) is faulted in, and nothing after it. */
+	EXPECT_EQ(128u, window_of_write(_metadata, self->fd, h, a, 300));
+	ASSERT_EQ(0, mincore(a + 428 * PAGE, 272 * PAGE, vec));
+	for (i = 0; i < 272; i++)
+		EXPECT_EQ(0, vec[i] & 1) TH_LOG("page %zu faulted in ahead", 428 + i);
+	/* Page 700: present up to the end of a batch. */
+	EXPECT_EQ(512u, window_of_write(_metadata, self->fd, h, a, 700));
+
+	/* What was pinned ahead is what the CPU sees: it writes, the region reads. */
+	pattern_fill(a, 428 * PAGE, 24, 0);
+	pattern_fill(a + 700 * PAGE, 512 * PAGE, 25, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 428 * PAGE));
+	ASSERT_PATTERN(self->buf, 428 * PAGE, 24, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 700 * PAGE, self->buf, 512 * PAGE));
+	ASSERT_PATTERN(self->buf, 512 * PAGE, 25, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
 /* The same through raw syscalls, many times in a row. */
 TEST_F(region, raw_syscall_remap_loop)
 {
