@@ -47,9 +47,13 @@ pub(super) enum PinCause {
     /// up to the round's end; stops at the first page that cannot be pinned (the access fails
     /// there if it is its own). Pinning ahead never faults a userfaultfd-registered VMA (see
     /// [`pin_user_range`]).
+    /// With `known_gap`, every slot of the round needs a pin as the caller last looked, so
+    /// the first batch is not looked for again ([`Region::next_gap`]); a slot pinned meanwhile
+    /// keeps its pin (see [`Region::commit`]).
     Access {
         until: usize,
         fault_until: usize,
+        known_gap: bool,
     },
 }
 
@@ -100,10 +104,11 @@ impl Region {
         while from < end {
             let to = end.min(from + TABLE_CHUNK);
             let table = self.table.lock();
-            if let Some(i) = (from..to).find(|&i| needs(&table[i])) {
+            if let Some(i) = table[from..to].iter().position(needs) {
+                let i = from + i;
                 let cut = end.min(i + PIN_BATCH);
-                let j = (i..cut).find(|&j| !needs(&table[j])).unwrap_or(cut);
-                return Ok(Some((i, j)));
+                let n = table[i..cut].iter().take_while(|p| needs(p)).count();
+                return Ok(Some((i, i + n)));
             }
             drop(table);
             from = to;
@@ -151,7 +156,12 @@ impl Region {
         let mut faulted = false;
         'pages: while idx < end {
             self.check_interrupted()?;
-            let next = if register {
+            let known = match cause {
+                PinCause::Register => true,
+                PinCause::Access { known_gap, .. } => known_gap && idx == first,
+                _ => false,
+            };
+            let next = if known {
                 Some((idx, end.min(idx + PIN_BATCH)))
             } else {
                 self.next_gap(idx, end, mode)?
@@ -165,7 +175,7 @@ impl Region {
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`).
                 let (must, fault) = match cause {
-                    PinCause::Access { until, fault_until } => {
+                    PinCause::Access { until, fault_until, .. } => {
                         let must = until.saturating_sub(idx).max(1);
                         (must, fault_until.saturating_sub(idx).max(must))
                     }

@@ -223,19 +223,24 @@ impl Region {
         let own = last + 1 - idx;
         // The round: the access's own pages, and the absent slots right after them up to one
         // batch from `idx`, of which the window's pages may be faulted in and the rest are
-        // pinned if present (see `AheadWindow`).
-        let count = if own >= PIN_BATCH {
-            PIN_BATCH
+        // pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access found it
+        // unusable); when every slot after it up to the round's end is absent, the round's
+        // gap is known and `fill` does not look for it again.
+        let end = self.npages.min(idx + PIN_BATCH);
+        let absent = 1 + self.table.lock()[idx + 1..end]
+            .iter()
+            .take_while(|p| p.is_none())
+            .count();
+        let (count, known_gap) = if absent >= own {
+            (absent, true)
         } else {
-            let end = self.npages.min(idx + PIN_BATCH);
-            let table = self.table.lock();
-            let absent = |i: &usize| matches!(table.get(*i), Some(None));
-            own + (last + 1..end).take_while(absent).count()
+            (own.min(PIN_BATCH), false)
         };
         let fault = own.max(size).min(count);
         let cause = PinCause::Access {
             until: last + 1,
             fault_until: idx + fault,
+            known_gap,
         };
         let pinned = self.fill(&mm, idx, count, cause, mode);
         drop(mm);
