@@ -105,7 +105,7 @@ fn extra_sum(e: Extra) -> u64 {
 /// `src/vamr_glue.c`). Only differences between two reads by the same task mean something.
 /// Any context, does not sleep.
 pub(crate) fn task_cpu_ns() -> u64 {
-    // SAFETY: no preconditions; reads current's scheduler clock with preemption disabled.
+    // SAFETY: no preconditions; reads current's scheduler clock with IRQs disabled.
     unsafe { vamr_task_cpu_ns() }
 }
 

@@ -538,20 +538,22 @@ u64 vamr_global_sum(unsigned int idx)
  * accounted (IRQ_TIME_ACCOUNTING, PARAVIRT_TIME_ACCOUNTING); then the part
  * since the last update also counts IRQ time. For the benchmark counters
  * (stats.rs, Extra): only differences between two reads by the same task
- * mean something. Any context, does not sleep.
+ * mean something. Any context, does not sleep; disables IRQs for two loads.
  */
 #include <linux/sched/clock.h>
 
 u64 vamr_task_cpu_ns(void)
 {
+	unsigned long flags;
 	u64 now, start, ns;
 
-	preempt_disable();
+	/* IRQs off: the tick's update_curr() moves both fields at once. */
+	local_irq_save(flags);
 	now = sched_clock_cpu(smp_processor_id());
-	start = READ_ONCE(current->se.exec_start);
-	ns = READ_ONCE(current->se.sum_exec_runtime);
+	start = current->se.exec_start;
+	ns = current->se.sum_exec_runtime;
+	local_irq_restore(flags);
 	if (now > start)
 		ns += now - start;
-	preempt_enable();
 	return ns;
 }

@@ -175,7 +175,9 @@ impl Region {
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`).
                 let (must, fault) = match cause {
-                    PinCause::Access { until, fault_until, .. } => {
+                    PinCause::Access {
+                        until, fault_until, ..
+                    } => {
                         let must = until.saturating_sub(idx).max(1);
                         (must, fault_until.saturating_sub(idx).max(must))
                     }

@@ -52,13 +52,16 @@ pub(crate) enum AtomicOp {
 /// in-kernel API copies more at once.
 pub(super) const RUN_PAGES: usize = 16;
 
-/// The on-demand window of a region's accesses: pages an access that must pin also pins after
-/// its own, in the same GUP call (for its direction, faulting them in): the absent slots right
-/// after the access, up to the first slot that holds a pin, at most the window's size from the
-/// access's first missing page. A stream of packets over freshly mapped or remapped memory then
-/// takes one slow path per window instead of one per packet, and the fixed cost of the slow
-/// path (mm reference, read_begin, commit) is spread over the window. mlx5 does the same after a
-/// responder page fault (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c).
+/// The on-demand window of a region's accesses: pages after its own that an access that must
+/// pin may fault in, in the same GUP call (for its direction): the absent slots right after
+/// the access, up to the first slot that holds a pin, at most the window's size from the
+/// access's first missing page. Absent slots after the window, up to one batch
+/// ([`PIN_BATCH`]) from that page, are pinned too when the page table maps them already
+/// (lockless, `FOLL_NOFAULT`: nothing is allocated or faulted there). A stream of packets over
+/// freshly mapped or remapped memory then takes one slow path per window (per batch, when the
+/// process wrote the memory) instead of one per packet, and the fixed cost of the slow path
+/// (mm reference, read_begin, commit) is spread over it. mlx5 does the same after a responder
+/// page fault (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c).
 ///
 /// The size adapts the way readahead does (mm/readahead.c): it starts at [`AHEAD_INIT`] pages,
 /// doubles up to [`AHEAD_MAX`] (one GUP batch) each time a slow path comes at or after the end
