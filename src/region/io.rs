@@ -228,12 +228,14 @@ impl Region {
         // batch from `idx`, of which the window's pages may be faulted in and the rest are
         // pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access found it
         // unusable); when every slot after it up to the round's end is absent, the round's
-        // gap is known and `fill` does not look for it again.
+        // gap is known and `fill` does not look for it again. `get`: a teardown that ran since
+        // the access looked has emptied the table (then `fill` finds the region dead).
         let end = self.npages.min(idx + PIN_BATCH);
-        let absent = 1 + self.table.lock()[idx + 1..end]
-            .iter()
-            .take_while(|p| p.is_none())
-            .count();
+        let absent = 1 + self
+            .table
+            .lock()
+            .get(idx + 1..end)
+            .map_or(0, |run| run.iter().take_while(|p| p.is_none()).count());
         let (count, known_gap) = if absent >= own {
             (absent, true)
         } else {
