@@ -43,6 +43,7 @@
 #include "../selftests/mm_util.h"
 #include "../selftests/pattern.h"
 #include "../selftests/rdma_pair.h"
+#include "../selftests/vamr_lib.h"
 #include "bench_util.h"
 
 #define KIB 1024ul
@@ -548,6 +549,59 @@ static int access_pins(struct kpins *p)
 static struct cell kpin_pp, kpin_cpu_pp, kreg_pp, kreg_cpu_pp;
 static double kpin_pages;
 static int kpin_ok = 1;
+/* The same in the owner's context, through /dev/vamr: CPU us per page. */
+static struct cell opin_cpu_pp, oreg_cpu_pp;
+
+/*
+ * One round of the owner-context variant of [3b]: register REMAP_PAGES
+ * CPU-written pages through /dev/vamr, replace them (munmap + mmap MAP_FIXED,
+ * written by the CPU), then write one byte per page through VAMR_IOC_ACCESS,
+ * FIRST_REPS times; vamr's CPU clock per page pinned, on demand and at
+ * registration. The bytes are checked. 0, or -1 when /dev/vamr or the
+ * debugfs file is missing.
+ */
+static int owner_first_access(void)
+{
+	const size_t len = REMAP_PAGES * PAGE;
+	double reg_ns = 0, reg_pages = 0, od_ns = 0, od_pages = 0;
+	int fd = vamr_open(), j;
+
+	if (fd < 0)
+		return -1;
+	for (j = 0; j < FIRST_REPS; j++) {
+		uint8_t *a = buf_alloc(len, 1), b = (uint8_t)(0x30 + j);
+		struct kpins p0, p1, p2;
+		uint32_t h;
+		size_t i;
+
+		if (!a || access_pins(&p0) || vamr_register(fd, a, len, VAMR_ACCESS_READ |
+							     VAMR_ACCESS_WRITE, 0, &h)) {
+			close(fd);
+			return -1;
+		}
+		if (access_pins(&p1) || remap_touched(a, len))
+			break;
+		for (i = 0; i < REMAP_PAGES; i++)
+			if (vamr_write(fd, h, a + i * PAGE, &b, 1) || a[i * PAGE] != b) {
+				fail("owner [3b]: byte %zu not where the CPU looks", i);
+				break;
+			}
+		if (access_pins(&p2))
+			break;
+		reg_ns += p1.reg_cpu_ns - p0.reg_cpu_ns;
+		reg_pages += p1.reg_pages - p0.reg_pages;
+		od_ns += p2.cpu_ns - p1.cpu_ns;
+		od_pages += p2.pages - p1.pages;
+		vamr_unregister(fd, h);
+		munmap(a, len);
+	}
+	close(fd);
+	if (reg_pages <= 0 || od_pages <= 0)
+		return -1;
+	put(&opin_cpu_pp, od_ns / 1e3 / od_pages);
+	put(&oreg_cpu_pp, reg_ns / 1e3 / reg_pages);
+	return 0;
+}
 
 static void bench_first_access(void)
 {
@@ -676,6 +730,8 @@ static void bench_first_access(void)
 			put(&kreg_cpu_pp, acc.reg_cpu_ns / 1e3 / acc.reg_pages);
 			kpin_pages += acc.pages / FIRST_REPS;
 		}
+		if (owner_first_access())
+			kpin_ok = 0;
 		progress("first access round %d done", r + 1);
 	}
 	dereg(src_mr);
@@ -1522,6 +1578,11 @@ static void print_table(double wall_s)
 		       cmed(&kreg_pp), cmin(&kreg_pp), cmax(&kreg_pp), cmed(&kreg_cpu_pp),
 		       cmin(&kreg_cpu_pp), cmax(&kreg_cpu_pp), "",
 		       cmed(&kpin_pp) / cmed(&kreg_pp), cmed(&kpin_cpu_pp) / cmed(&kreg_cpu_pp));
+		printf("%-10s the same in the owner's context (/dev/vamr, one 1-byte write per page):\n"
+		       "%-10s CPU on demand %.3g [%.3g..%.3g], at registration %.3g [%.3g..%.3g]: %.2fx\n",
+		       "", "", cmed(&opin_cpu_pp), cmin(&opin_cpu_pp), cmax(&opin_cpu_pp),
+		       cmed(&oreg_cpu_pp), cmin(&oreg_cpu_pp), cmax(&oreg_cpu_pp),
+		       cmed(&opin_cpu_pp) / cmed(&oreg_cpu_pp));
 	} else
 		printf("%-10s va: not measured (debugfs vamr/access_pins not readable)\n", "in-kernel");
 	snprintf(title, sizeof(title),
