@@ -35,7 +35,7 @@ check_guest_kernel "$kdir"
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || die "sshd missing: run scripts/setup-host.sh"
 
 rm -rf "$logdir"
-mkdir -p "$logdir/a" "$logdir/b" "$logdir/run/flags" "$logdir/run/ssh" "$logdir/run/out"
+mkdir -p "$logdir/a" "$logdir/b" "$logdir/run/flags" "$logdir/run/ssh" "$logdir/run/out" "$logdir/run/cmd"
 logdir=$(realpath "$logdir")
 run=$logdir/run
 # The modules the nodes load: the kernel's, vamr.ko, the patched rdma_rxe.
