@@ -56,7 +56,8 @@ VAMR_IP_b=10.11.0.2
 export VAMR_NODE_a VAMR_NODE_b VAMR_IP_a VAMR_IP_b
 EOF
 # Settings of the two-node tests (tests/pair/node-a.sh) pass through.
-for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB; do
+for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB \
+	VAMR_PERF_ITERATIONS VAMR_FABRIC_ITERATIONS; do
 	if [ -n "${!v:-}" ]; then
 		printf '%s=%q\nexport %s\n' "$v" "${!v}" "$v" >>"$run/guest.env"
 	fi

@@ -191,6 +191,7 @@ no_local_va_regions() {
 reap() {
 	_re=$(echo "$@" | tr ' ' '|')
 	# (pgrep warns about patterns longer than a process name; they match.)
+	pgrep -x "$_re" >/dev/null 2>&1 || return 0
 	_left=$(pgrep -x -l "$_re" 2>/dev/null | awk '{ print $2 }' | sort -u | tr '\n' ' ')
 	[ -n "$_left" ] || return 0
 	echo "# node $(hostname): ending what is still running: $_left"
