@@ -28,11 +28,16 @@
  *            va: CORRECT everywhere)
  * The client prints "# vamr-remote <scenario> <MODE> <op> <OUTCOME>" and one
  * line "pass <name>" or "fail <name> # why" per (scenario, op); exit status
- * 0 when every outcome was the expected one, 1 otherwise.
+ * 0 when every outcome was the expected one, 1 otherwise. Its closing
+ * rdma_disconnect() waits at most DISCONNECT_WAIT_S: over the emulated link
+ * the rdma_cm disconnect handshake has been seen not to complete at all
+ * after every check had passed (Documentation/two-nodes.rst, "Time"); the
+ * client then says so and exits with its checks' status.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +302,22 @@ static int server(int argc, char **argv)
 
 /* --- client --- */
 
+#define DISCONNECT_WAIT_S 30
+
+/* The client's exit status so far, for disconnect_timeout(). */
+static volatile sig_atomic_t client_bad;
+
+static void disconnect_timeout(int sig)
+{
+	static const char msg[] = "# rdma_remote: rdma_disconnect did not complete within "
+				  "30 s (rdma_cm handshake); every check had run\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(2);
+	_exit(client_bad);
+}
+
 static int client(int argc, char **argv)
 {
 	const char *port = argc > 5 ? argv[5] : DEFAULT_PORT;
@@ -399,10 +420,15 @@ static int client(int argc, char **argv)
 		send_msg(&c);
 	}
 	ibv_dereg_mr(lmr);
+	fflush(stdout);
+	client_bad = bad;
+	signal(SIGALRM, disconnect_timeout);
+	alarm(DISCONNECT_WAIT_S);
 	rdma_disconnect(c.id);
 	rdma_dereg_mr(c.smr);
 	rdma_dereg_mr(c.rmr);
 	rdma_destroy_ep(c.id);
+	alarm(0);
 	rdma_freeaddrinfo(res);
 	return bad;
 }
