@@ -17,7 +17,7 @@
 # build/logs/pair/{a,b}/. VAMR_PAIR_TESTS selects their sections (default: all),
 # VAMR_PAIR_BREAK=1 inverts the stock-MR expectation (the run must fail).
 # VAMR_FUZZ_SECONDS: how long rdma_fuzz runs in the one-node guest (its
-# default: 20 s; a long run: scripts/soak.sh).
+# default: 10 s; a long run: scripts/soak.sh).
 #
 # usage: test.sh [--sanitize]
 #   --sanitize  the sanitizer run instead (Documentation/build-and-test.rst):
