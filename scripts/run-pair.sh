@@ -35,7 +35,7 @@ check_guest_kernel "$kdir"
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || die "sshd missing: run scripts/setup-host.sh"
 
 rm -rf "$logdir"
-mkdir -p "$logdir/a" "$logdir/b" "$logdir/run/flags" "$logdir/run/ssh" "$logdir/run/out"
+mkdir -p "$logdir/a" "$logdir/b" "$logdir/run/flags" "$logdir/run/ssh" "$logdir/run/out" "$logdir/run/cmd"
 logdir=$(realpath "$logdir")
 run=$logdir/run
 # The modules the nodes load: the kernel's, vamr.ko, the patched rdma_rxe.
@@ -56,7 +56,8 @@ VAMR_IP_b=10.11.0.2
 export VAMR_NODE_a VAMR_NODE_b VAMR_IP_a VAMR_IP_b
 EOF
 # Settings of the two-node tests (tests/pair/node-a.sh) pass through.
-for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB; do
+for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB \
+	VAMR_PERF_ITERATIONS VAMR_FABRIC_ITERATIONS; do
 	if [ -n "${!v:-}" ]; then
 		printf '%s=%q\nexport %s\n' "$v" "${!v}" "$v" >>"$run/guest.env"
 	fi

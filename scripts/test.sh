@@ -16,6 +16,8 @@
 # Documentation/two-nodes.rst): section "two-node" (pair.*), logs in
 # build/logs/pair/{a,b}/. VAMR_PAIR_TESTS selects their sections (default: all),
 # VAMR_PAIR_BREAK=1 inverts the stock-MR expectation (the run must fail).
+# VAMR_FUZZ_SECONDS: how long rdma_fuzz runs in the one-node guest (its
+# default: 10 s; a long run: scripts/soak.sh).
 #
 # usage: test.sh [--sanitize]
 #   --sanitize  the sanitizer run instead (Documentation/build-and-test.rst):
@@ -79,7 +81,8 @@ if [ "$sanitize" = 0 ]; then
 	}
 	one_node() {
 		local t=$SECONDS rc=0
-		"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || rc=$?
+		VAMR_KERNEL_ARGS="${VAMR_KERNEL_ARGS:-}${VAMR_FUZZ_SECONDS:+ vamr_fuzz_seconds=$VAMR_FUZZ_SECONDS}" \
+			"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || rc=$?
 		echo "one-node guest $((SECONDS - t))s" >>"$logdir/times"
 		return "$rc"
 	}

@@ -52,9 +52,15 @@ mode_available() {
 }
 
 # set_va_mr VALUE: the va_mr parameter on both nodes (when there is one).
+# Nothing to do when both are known to be at VALUE already (VA_MR_NOW: set
+# when both writes succeeded; set_va_mr runs in node a's main shell): each
+# command for node b costs seconds under TCG.
+VA_MR_NOW=
 set_va_mr() {
 	[ -e "$VA_PARAM" ] || return 0
-	echo "$1" >"$VA_PARAM" && on_b "echo $1 >$VA_PARAM"
+	[ "$VA_MR_NOW" = "$1" ] && return 0
+	VA_MR_NOW=
+	echo "$1" >"$VA_PARAM" && on_b "echo $1 >$VA_PARAM" && VA_MR_NOW=$1
 }
 
 # mode_env MODE: the mpirun -x arguments of MODE.
@@ -94,10 +100,13 @@ pair_link() {
 	t no_default_route sh -c '! ip route show default | grep -q .'
 	t no_route_beyond_the_link sh -c '! ip route get 192.0.2.1 >/dev/null 2>&1'
 	t ssh_to_node_b sh -c "[ \"\$(ssh -o ConnectTimeout=60 $VAMR_NODE_b hostname)\" = $VAMR_NODE_b ]"
-	t commands_to_node_b sh -c "[ \"\$(. $VAMR_TOP/scripts/guest/node-lib.sh; on_b hostname)\" = $VAMR_NODE_b ]"
+	# One command for node b (each costs seconds under TCG): its host name
+	# (the command channel works) and its two GID indexes.
+	from_b=$(on_b "echo \$(hostname) \$(roce_v2_link_local_gid_index rxe0) \$(roce_v2_ipv4_gid_index rxe0)")
+	t commands_to_node_b test "${from_b%% *}" = "$VAMR_NODE_b"
+	gids_b=${from_b#* }
 	GID_INDEX=$(roce_v2_link_local_gid_index rxe0)
 	v4=$(roce_v2_ipv4_gid_index rxe0)
-	gids_b=$(on_b ". $VAMR_TOP/scripts/guest/node-lib.sh; echo \$(roce_v2_link_local_gid_index rxe0) \$(roce_v2_ipv4_gid_index rxe0)")
 	echo "# RoCE v2 GIDs: IPv6 link-local at index ${GID_INDEX:-none} on node a, ${gids_b%% *} on node b;" \
 		"IPv4-mapped at index ${v4:-none} on node a, ${gids_b##* } on node b"
 	t roce_v2_link_local_gid_found test -n "$GID_INDEX"
@@ -107,8 +116,12 @@ pair_link() {
 	return $fail
 }
 
+# 4 iterations: the first use, then each remap (munmap+mmap, MADV_DONTNEED)
+# once, and munmap+mmap again. 1 MiB: rendezvous through UCX's cached
+# registrations like any large message; under TCG the link moves about
+# 0.5 MB/s, so each MiB more costs every mode seconds per iteration.
 MPI_ITERS=${VAMR_MPI_ITERATIONS:-4}
-MPI_MIB=${VAMR_MPI_MIB:-4}
+MPI_MIB=${VAMR_MPI_MIB:-1}
 mpi_run() { # mode: runs mpi_remap, prints its output
 	# shellcheck disable=SC2046 # mode_env is a word list
 	timeout 600 mpirun --allow-run-as-root -np 2 --host "$VAMR_NODE_a:1,$VAMR_NODE_b:1" --map-by node \
@@ -136,11 +149,14 @@ mpi_remap() {
 		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
 		t0=$(date +%s)
 		rc=0
-		# Each line of mpirun's output with the seconds since the start.
+		# Each line of mpirun's output with the uptime when it came (read by
+		# the shell: awk reads its input in blocks and would stamp them all
+		# at the end).
 		read -r up0 _ </proc/uptime
-		{ mpi_run "$mode" 2>&1 || echo "mpirun-status $?"; } | awk -v t0="$up0" '{
-			getline up <"/proc/uptime"; close("/proc/uptime"); split(up, u, " ")
-			printf "%6.1f %s\n", u[1] - t0, $0; fflush() }' >/tmp/mpi_$mode.ts
+		{ mpi_run "$mode" 2>&1 || echo "mpirun-status $?"; } | while IFS= read -r line; do
+			read -r up _ </proc/uptime
+			printf '%s %s\n' "$up" "$line"
+		done >/tmp/mpi_$mode.ts
 		secs=$(($(date +%s) - t0))
 		set_va_mr 0
 		sed 's/^ *[0-9.]* //' /tmp/mpi_$mode.ts | grep -v '^mpirun-status ' >/tmp/mpi_$mode.out
@@ -149,8 +165,8 @@ mpi_remap() {
 		sed "s/^/# $mode: /" /tmp/mpi_$mode.out
 		# Where the time went: the first line (MPI_Init done on both nodes),
 		# the last iteration, the end.
-		echo "# $mode: timing: first output at $(awk 'NR == 1 { print $1 }' /tmp/mpi_$mode.ts)s," \
-			"last iteration at $(awk '/ iteration [0-9]+ / { t = $1 } END { print t }' /tmp/mpi_$mode.ts)s," \
+		echo "# $mode: timing: first output at $(awk -v t0="$up0" 'NR == 1 { printf "%.1f", $1 - t0 }' /tmp/mpi_$mode.ts)s," \
+			"last iteration at $(awk -v t0="$up0" '/ iteration [0-9]+ / { t = $1 - t0 } END { printf "%.1f", t }' /tmp/mpi_$mode.ts)s," \
 			"mpirun ended after ${secs}s"
 		sum=$(grep '^mpi_remap: iterations' /tmp/mpi_$mode.out | tail -n1)
 		n=$((n + 1))
@@ -197,8 +213,7 @@ mpi_remap() {
 rping_test() {
 	echo "TAP version 13"
 	# (rping's default port: 7174)
-	on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
-		timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &
+	on_b "timeout 120 rping -s -a $VAMR_IP_b -C 10 -S 4096 >/tmp/rping_s.out 2>&1 </dev/null &
 		cm_listening 7174"
 	rc=0
 	timeout 120 rping -c -a "$VAMR_IP_b" -C 10 -S 4096 -V >/tmp/rping_c.out 2>&1 || rc=$?
@@ -212,17 +227,19 @@ rping_test() {
 	return $rc
 }
 
+# ib_write_bw's iterations: it must complete over rdma_cm; under TCG the link
+# moves about 0.5 MB/s, so each 64 KiB iteration costs about 0.1 s.
+PERF_ITERS=${VAMR_PERF_ITERATIONS:-25}
 perftest_test() {
 	echo "TAP version 13"
-	echo "# ib_write_bw -R (rdma_cm), 200 iterations of 64 KiB; bandwidth under TCG is not a measurement"
+	echo "# ib_write_bw -R (rdma_cm), $PERF_ITERS iterations of 64 KiB; bandwidth under TCG is not a measurement"
 	# (perftest's default port: 18515)
-	on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
-		timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &
+	on_b "timeout 180 ib_write_bw -R -d rxe0 -n $PERF_ITERS -s 65536 >/tmp/bw_s.out 2>&1 </dev/null &
 		cm_listening 18515"
 	rc=0
-	timeout 180 ib_write_bw -R -d rxe0 -n 200 -s 65536 "$VAMR_IP_b" >/tmp/bw_c.out 2>&1 || rc=$?
+	timeout 180 ib_write_bw -R -d rxe0 -n "$PERF_ITERS" -s 65536 "$VAMR_IP_b" >/tmp/bw_c.out 2>&1 || rc=$?
 	sed 's/^/# /' /tmp/bw_c.out | tail -n 6
-	if [ "$rc" = 0 ] && grep -q '^ 65536 *200 ' /tmp/bw_c.out; then
+	if [ "$rc" = 0 ] && grep -q "^ 65536 *$PERF_ITERS " /tmp/bw_c.out; then
 		echo "ok 1 ib_write_bw_rdma_cm_completes"
 	else
 		echo "not ok 1 ib_write_bw_rdma_cm_completes # exit status $rc"
@@ -250,8 +267,9 @@ rdma_remote_test() {
 		env="" arg=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
 		[ "$mode" = va ] && arg=va
-		on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
-			$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port >/tmp/rdma_remote_$mode.out 2>&1 </dev/null &
+		# The server's output goes to the run directory, where node a reads it.
+		on_b "$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port \
+				>$VAMR_RUN/out/rdma_remote_$mode.out 2>&1 </dev/null &
 			cm_listening $port"
 		want=va
 		[ "$mode" = stock ] && want=normal
@@ -260,7 +278,7 @@ rdma_remote_test() {
 		timeout 300 "$VAMR_BUILD/pair/rdma_remote" client "$VAMR_IP_b" "$mode" "$want" "$port" \
 			>/tmp/rdma_remote_c.out 2>&1 || rc=$?
 		set_va_mr 0
-		on_b "cat /tmp/rdma_remote_$mode.out" | sed "s/^/# $mode server: /"
+		sed "s/^/# $mode server: /" "$VAMR_RUN/out/rdma_remote_$mode.out"
 		grep -v -e '^pass ' -e '^fail ' /tmp/rdma_remote_c.out | sed 's/^# vamr-remote/# vamr-remote/; /^# vamr-remote/!s/^/# /'
 		got=0
 		while read -r res name rest; do
@@ -281,52 +299,15 @@ rdma_remote_test() {
 	return $fail
 }
 
-# vamr_global [on_b]: vamr's module-wide counters on this node (on node b
-# with on_b), "NAME VALUE" lines of vamrctl stats --global.
-VAMRCTL=$VAMR_BUILD/tools/vamrctl
-vamr_global() {
-	if [ "${1:-}" = on_b ]; then
-		on_b "$VAMRCTL stats --global"
-	else
-		"$VAMRCTL" stats --global
-	fi 2>&1
-}
-
-# vamr_bytes [on_b]: the bytes rxe moved through VA MRs so far:
-# bytes_read + bytes_written.
-vamr_bytes() {
-	vamr_global "$@" | awk '$1 == "bytes_read" || $1 == "bytes_written" { n += $2; seen++ }
-		END { if (seen == 2) print n; else print "unknown" }'
-}
-
-# vamr_regions [on_b]: the VA regions live now: the "regions" gauge.
-vamr_regions() {
-	vamr_global "$@" | awk '$1 == "regions" { print $2; seen = 1 } END { if (!seen) print "unknown" }'
-}
-
-# no_va_regions: waits up to 30 s until neither node has a live VA region, so
-# that the module-wide byte counters read next move only for the program
-# under test. Prints the MRs still live (rdma res show mr: pid, comm) where
-# the wait ran out; returns 1 then.
-no_va_regions() {
-	i=0
-	while [ "$i" -lt 60 ]; do
-		[ "$(vamr_regions)" = 0 ] && [ "$(vamr_regions on_b)" = 0 ] && return 0
-		sleep 0.5
-		i=$((i + 1))
-	done
-	echo "# VA regions still live after 30 s: node a $(vamr_regions), node b $(vamr_regions on_b)"
-	rdma res show mr 2>&1 | sed 's/^/# node a: /'
-	on_b "rdma res show mr" 2>&1 | sed 's/^/# node b: /'
-	return 1
-}
+# vamr_global, vamr_bytes, vamr_regions, no_local_va_regions:
+# scripts/guest/node-lib.sh (node b's commands use them too).
 
 # reap_b: ends what a section left running in the background on node b (its
 # servers run under timeout, up to 300 s) and waits up to 10 s for it to go,
 # so that no earlier program holds MRs or moves bytes during the next
 # section. Says which programs it had to end.
 reap_b() {
-	on_b ". $VAMR_TOP/scripts/guest/node-lib.sh; reap rdma_remote rping ib_write_bw fi_pingpong mpi_remap"
+	on_b "reap rdma_remote rping ib_write_bw fi_pingpong mpi_remap"
 }
 
 # libfabric: fi_pingpong of Debian's libfabric-bin over the verbs provider
@@ -335,7 +316,8 @@ reap_b() {
 # va_mr and the preload library turn them into VA MRs: the bytes rxe moves
 # through vamr (vamrctl stats --global) grow on both nodes then, and stay
 # where they were with stock MRs.
-FABRIC_ITERS=${VAMR_FABRIC_ITERATIONS:-20}
+# 5 messages each way: under TCG each 64 KiB round trip takes about 0.25 s.
+FABRIC_ITERS=${VAMR_FABRIC_ITERATIONS:-5}
 FABRIC_SIZE=65536
 libfabric_test() {
 	n=0 fail=0 port=47700
@@ -351,21 +333,30 @@ libfabric_test() {
 		set_va_mr "$([ "$mode" = va_mr ] && echo 1 || echo 0)"
 		env=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
-		no_va_regions || true
+		# Neither node has a live VA region when the byte counters are read
+		# (so that they move only for fi_pingpong); node b's wait, its
+		# counters and its server in one command for node b.
+		no_local_va_regions
 		a0=$(vamr_bytes)
-		b0=$(vamr_bytes on_b)
-		on_b ". $VAMR_TOP/scripts/guest/node-lib.sh
+		out_b=$(on_b "no_local_va_regions
+			echo bytes \$(vamr_bytes)
 			$env timeout 120 fi_pingpong -p verbs -e msg -d rxe0 -I $FABRIC_ITERS -S $FABRIC_SIZE -c -B $port \
-				>/tmp/fi_s_$mode.out 2>&1 </dev/null &
-			tcp_listening $port"
+				>$VAMR_RUN/out/fi_s_$mode.out 2>&1 </dev/null &
+			tcp_listening $port")
+		echo "$out_b" | grep '^#'
+		b0=$(echo "$out_b" | awk '$1 == "bytes" { print $2 }')
 		rc=0
 		env $env timeout 120 fi_pingpong -p verbs -e msg -d rxe0 -I "$FABRIC_ITERS" -S "$FABRIC_SIZE" -c \
 			-P "$port" "$VAMR_IP_b" >/tmp/fi_c_$mode.out 2>&1 || rc=$?
 		a1=$(vamr_bytes)
-		b1=$(vamr_bytes on_b)
+		# Node b's counters once its server has ended (10 s at most).
+		out_b=$(on_b "i=0
+			while pgrep -x fi_pingpong >/dev/null && [ \$i -lt 50 ]; do sleep 0.2; i=\$((i + 1)); done
+			echo bytes \$(vamr_bytes)")
+		b1=$(echo "$out_b" | awk '$1 == "bytes" { print $2 }')
 		set_va_mr 0
 		sed "s/^/# $mode client: /" /tmp/fi_c_$mode.out | tail -n 4
-		on_b "cat /tmp/fi_s_$mode.out" | sed "s/^/# $mode server: /" | tail -n 4
+		sed "s/^/# $mode server: /" "$VAMR_RUN/out/fi_s_$mode.out" | tail -n 4
 		n=$((n + 1))
 		if [ "$rc" = 0 ]; then
 			echo "ok $n $mode.pingpong_data_checked"
@@ -375,9 +366,10 @@ libfabric_test() {
 		fi
 		# Each side received FABRIC_ITERS messages of FABRIC_SIZE bytes.
 		want=$((FABRIC_ITERS * FABRIC_SIZE))
+		da=unknown db=unknown
 		case "$a0$a1$b0$b1" in
-		*unknown*) da=unknown db=unknown ;;
-		*) da=$((a1 - a0)) db=$((b1 - b0)) ;;
+		*unknown*) ;;
+		*) [ -n "$a0" ] && [ -n "$a1" ] && [ -n "$b0" ] && [ -n "$b1" ] && da=$((a1 - a0)) db=$((b1 - b0)) ;;
 		esac
 		echo "# vamr-fabric $mode node_a $da node_b $db"
 		expect_va=1

@@ -52,7 +52,8 @@
  * operations done per kind.
  *
  * usage: rdma_fuzz [-t SECONDS] [-s SEED] [-x KIND[,KIND...]] [-l] [-v]
- *   -t  run time (default 60); env VAMR_FUZZ_SECONDS overrides
+ *   -t  run time (default 10, what scripts/test.sh runs; scripts/soak.sh runs
+ *       it for 30 min); env VAMR_FUZZ_SECONDS overrides
  *   -s  seed (default from the clock); env VAMR_FUZZ_SEED overrides
  *   -x  exclude operation kinds ("name" or "prefix*"); env VAMR_FUZZ_EXCLUDE
  *       adds to it
@@ -3589,7 +3590,7 @@ int main(int argc, char **argv)
 	bool run_ok, clean_ok = true, joined = true;
 	char why[256] = "";
 
-	G.seconds = 60;
+	G.seconds = 10;
 	G.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	while ((opt = getopt(argc, argv, "t:s:x:lvh")) != -1) {
 		switch (opt) {

@@ -57,7 +57,8 @@
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
-#define SRC_LEN (8ul << 20)
+/* The peer's buffers: the largest transfer is sizes_odd_offsets' 4 MiB - 3. */
+#define SRC_LEN (4ul << 20)
 #define ACC_REMOTE (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 #define MAX_MRS 8
@@ -618,7 +619,9 @@ static long check_chunks_of(const uint8_t *p, size_t len, uint32_t id, uint32_t 
  * exactly what the CPU sees (a VA MR follows the remaps). The worst round is
  * the outcome: a normal MR, still on the pages of registration, is STALE (the
  * control: this test sees a WRITE that goes to old pages); ODP is CORRUPT
- * (rxe's ODP copy bug).
+ * (rxe's ODP copy bug: torn chunks in some rounds). 50 rounds, 10 for normal
+ * MRs, whose STALE shows in the first round (their WRITEs never reach the
+ * pages mapped now).
  */
 TEST_F_TIMEOUT(rdma_va, write_races_remap, 180)
 {
@@ -629,6 +632,7 @@ TEST_F_TIMEOUT(rdma_va, write_races_remap, 180)
 	struct ibv_mr *mr;
 	pthread_t t;
 	int i, ok = 0, err = 0;
+	int rounds = variant->mode == NORMAL ? 10 : 50;
 	long bad = -1;
 
 	ASSERT_NE(NULL, a);
@@ -637,7 +641,7 @@ TEST_F_TIMEOUT(rdma_va, write_races_remap, 180)
 	ASSERT_NE(NULL, mr);
 	ASSERT_EQ(0, pthread_create(&t, NULL, remap_loop, &r));
 	remapper_pause(&r);
-	for (i = 0; i < 50; i++) {
+	for (i = 0; i < rounds; i++) {
 		int st, before = __atomic_load_n(&r.replaced, __ATOMIC_ACQUIRE);
 
 		/* The racing WRITE. */
@@ -686,7 +690,7 @@ TEST_F_TIMEOUT(rdma_va, write_races_remap, 180)
 	TH_LOG("%d racing writes ok, %d with error completions, %d remaps", ok, err, r.replaced);
 	OUTCOME("write_races_remap", "write", worst, STALE, CORRUPT, CORRECT);
 	ASSERT_LT(0, ok);
-	ASSERT_LE(50, r.replaced);
+	ASSERT_LE(rounds, r.replaced);
 }
 
 /* Nothing mapped at the VA: remote access error; then the QP recovers. */

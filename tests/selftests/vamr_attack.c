@@ -15,7 +15,10 @@
  *   workqueue and stay there for as long as the userfaultfd handler does not
  *   answer (cancelling the access does not end them); once max_active of them
  *   wait, no other work item of the module runs, so the verify pass of every
- *   other process stops: the pages it released stay pinned.
+ *   other process stops: the pages it released stay pinned. (The accesses
+ *   come from threads of two child processes: a non-owner is a caller in
+ *   another mm, and a thread costs far less than a process, whose fork copies
+ *   the table of the 1120 open files.)
  * access_errno_when_unregistered: VAMR_IOC_ACCESS racing with
  *   VAMR_IOC_UNREGISTER of its region (another thread) fails with ECANCELED
  *   (copy_bounced's cancellation check), or one of the other errnos struct
@@ -288,21 +291,73 @@ TEST(access_pinning_on_demand_when_unregistered)
 /*
  * Enough waiting fault requests to fill vamr's workqueue (unbound, default
  * max_active 1024, split over the guest's two NUMA nodes): one per CPU over
- * what a node takes, from children (non-owners) reading one region each over
- * a page whose userfault is not answered yet. Then another region of this
- * process is released with MADV_DONTNEED: the verify pass must drop its pin
- * (as it does in well under a second otherwise). The fault is answered at the
- * end, which ends every request.
+ * what a node takes, from non-owners (threads of two child processes, one
+ * on each CPU) reading one region each over a page whose userfault is not
+ * answered yet. Then another region of this process is released with
+ * MADV_DONTNEED: the verify pass must drop its pin (as it does in well under
+ * a second otherwise). The fault is answered at the end, which ends every
+ * request.
  */
-#define SAT_CHILDREN 1120
+#define SAT_CHILDREN 1120	/* readers: one region and one thread each */
+#define SAT_PROCS 2		/* child processes, one per CPU, SAT_CHILDREN / 2 threads each */
 
 FIXTURE(sat)
 {
 	int fds[SAT_CHILDREN];
-	pid_t pids[SAT_CHILDREN];
+	pid_t pids[SAT_PROCS];
 	int nfds, npids, uffd, vfd;
 	uint8_t *u, *p;
 };
+
+struct sat_reader {
+	int fd;
+	uint8_t *u;
+};
+
+/* One non-owner read of the userfaultfd page through the API; waits for its fault request. */
+static void *sat_reader_main(void *arg)
+{
+	struct sat_reader *r = arg;
+	static __thread uint8_t out[64];
+	struct vamr_api_test_arg a = {
+		.addr = (uintptr_t)r->u, .len = sizeof(out), .buf = (uintptr_t)out,
+	};
+
+	api(r->fd, VAMR_API_TEST_READ, &a);
+	return NULL;
+}
+
+/*
+ * Child `c` of the sat test: on CPU c, one thread per region fds[i] with
+ * i % SAT_PROCS == c, each reading the page; exits once all have returned
+ * (the fault is answered at the end of the test). Exit status 2 when a thread
+ * could not be started.
+ */
+static void sat_child(int c, const int *fds, uint8_t *u)
+{
+	static struct sat_reader rd[SAT_CHILDREN];
+	static pthread_t th[SAT_CHILDREN];
+	pthread_attr_t attr;
+	cpu_set_t set;
+	int i, n = 0, failed = 0;
+
+	CPU_ZERO(&set);
+	CPU_SET(c, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	for (i = c; i < SAT_CHILDREN; i += SAT_PROCS) {
+		rd[n] = (struct sat_reader){ .fd = fds[i], .u = u };
+		if (pthread_create(&th[n], &attr, sat_reader_main, &rd[n])) {
+			failed = 1;
+			break;
+		}
+		n++;
+	}
+	for (i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	_exit(failed ? 2 : 0);
+}
 
 FIXTURE_SETUP(sat)
 {
@@ -372,22 +427,12 @@ TEST_F_TIMEOUT(sat, fault_requests_starve_verify, 240)
 		SKIP(return, "userfaultfd unavailable: %s", strerror(-self->uffd));
 	ASSERT_LE(0, self->uffd);
 
-	for (i = 0; i < SAT_CHILDREN; i++) {
+	for (i = 0; i < SAT_PROCS; i++) {
 		pid_t pid = fork();
 
 		ASSERT_LE(0, pid);
-		if (pid == 0) {
-			static uint8_t out[64];
-			cpu_set_t set;
-			struct vamr_api_test_arg a = {
-				.addr = (uintptr_t)self->u, .len = sizeof(out), .buf = (uintptr_t)out,
-			};
-
-			CPU_ZERO(&set);
-			CPU_SET(i % 2, &set);
-			sched_setaffinity(0, sizeof(set), &set);
-			_exit(api(self->fds[i], VAMR_API_TEST_READ, &a) ? 2 : 0);
-		}
+		if (pid == 0)
+			sat_child(i, self->fds, self->u);
 		self->pids[self->npids++] = pid;
 	}
 	/* Count the faults that reach the handler until no more come for 3 s. */
