@@ -208,11 +208,12 @@ impl Region {
                 match self.commit(idx, pins, round)? {
                     Some(c) => {
                         committed += c;
+                        let short = idx + n < gap_end;
                         idx += n;
                         // Past an access's fault window, a short round stopped at a page that
                         // is not present: the window ends there (asking again would only fail).
                         if let PinCause::Access { fault_until, .. } = cause {
-                            if n < gap_end - (idx - n) && idx >= fault_until {
+                            if short && idx >= fault_until {
                                 break 'pages;
                             }
                         }
