@@ -27,6 +27,7 @@
 #include "mm_util.h"
 #include "pattern.h"
 #include "rdma_pair.h"
+#include "sys_guard.h"
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
@@ -138,8 +139,9 @@ TEST_F(mm, ksm_merge)
 		memset(a + i * PAGE, 0x3c, PAGE);	/* identical: KSM merges them */
 	ASSERT_EQ(0, madvise(a, len, MADV_MERGEABLE));
 	shared0 = read_long("/sys/kernel/mm/ksm/pages_sharing");
-	ASSERT_EQ(0, write_file("/sys/kernel/mm/ksm/sleep_millisecs", "10"));
-	ASSERT_EQ(0, write_file("/sys/kernel/mm/ksm/run", "1"));
+	/* Both come back with sys_guard_restore(), or when the test is killed. */
+	ASSERT_EQ(0, sys_guard_set("/sys/kernel/mm/ksm/sleep_millisecs", "10"));
+	ASSERT_EQ(0, sys_guard_set("/sys/kernel/mm/ksm/run", "1"));
 	for (i = 0; i < 300 && shared < shared0 + (long)n - 1; i++) {
 		usleep(20 * 1000);
 		shared = read_long("/sys/kernel/mm/ksm/pages_sharing");
@@ -159,6 +161,7 @@ TEST_F(mm, ksm_merge)
 			break;
 	EXPECT_EQ(len, i) TH_LOG("byte %zu changed", i);
 	write_file("/sys/kernel/mm/ksm/run", "2");	/* unmerge everything */
+	sys_guard_restore();
 out:
 	ibv_dereg_mr(mr);
 	munmap(a, len);

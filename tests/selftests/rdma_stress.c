@@ -42,6 +42,7 @@
 #include "mm_util.h"
 #include "pattern.h"
 #include "rdma_pair.h"
+#include "sys_guard.h"
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
@@ -1270,12 +1271,22 @@ static int oom_cgroup_setup(void)
  * other problem (the OOM report's stack dump is kept off the console while
  * the child allocates: it is expected, and read here instead).
  */
-TEST(oom_kill_live)
+FIXTURE(oom) {};
+FIXTURE_SETUP(oom) {}
+FIXTURE_TEARDOWN(oom) {}
+
+/*
+ * 15 s for the child's set-up plus 20 s for the OOM kill: the harness's
+ * default 30 s could end the test inside its own waits. The system settings
+ * it changes come back through sys_guard.h even then.
+ */
+TEST_F_TIMEOUT(oom, kill_live, 90)
 {
 	struct report *rep = report_new();
 	struct baseline b;
-	int fd = vamr_open(), kfd, status, cg, found = 0, bad, ret, swap_off;
+	int fd = vamr_open(), kfd, status, cg, found = 0, bad, ret;
 	long printk_level, hp_old, hp_new = -1, avail;
+	char num[32];
 	char want[64];
 	pid_t pid;
 
@@ -1309,7 +1320,8 @@ TEST(oom_kill_live)
 		avail = proc_kb("/proc/meminfo", "MemFree") / 1024;
 		if (hp_old >= 0 && avail > OOM_HEADROOM_MB + 64) {
 			hp_new = hp_old + (avail - OOM_HEADROOM_MB) / 2;
-			write_long("/proc/sys/vm/nr_hugepages", hp_new);
+			snprintf(num, sizeof(num), "%ld\n", hp_new);
+			sys_guard_set("/proc/sys/vm/nr_hugepages", num);
 		}
 	}
 	TH_LOG("%s; MemFree %ld kB, hugetlb pool %ld -> %ld pages",
@@ -1318,21 +1330,17 @@ TEST(oom_kill_live)
 	       read_long("/proc/sys/vm/nr_hugepages"));
 
 	/* The guest swaps to zram: without swap the OOM comes in seconds, not minutes. */
-	swap_off = !swapoff("/dev/zram0");
+	sys_guard_swapoff("/dev/zram0");
 	kfd = kmsg_open();
 	printk_level = read_long("/proc/sys/kernel/printk");
 	if (printk_level > 4)
-		write_str("/proc/sys/kernel/printk", "4");
+		sys_guard_set("/proc/sys/kernel/printk", "4");
 	rep->go = 1;
 	ret = wait_child(pid, &status, 20000);
 	if (ret)
 		kill(pid, SIGKILL);
-	if (printk_level > 4)
-		write_long("/proc/sys/kernel/printk", printk_level);
-	if (hp_new >= 0)
-		write_long("/proc/sys/vm/nr_hugepages", hp_old);
-	if (swap_off)
-		swapon("/dev/zram0", 0);
+	/* printk level, hugetlb pool, swap: back as they were (also if killed before). */
+	sys_guard_restore();
 	if (!cg)
 		rmdir(CG_DIR);
 	if (ret)
@@ -1563,12 +1571,6 @@ TEST(compaction_hog)
 
 #define MEMLOCK_DEFAULT (8 * MIB)
 
-struct devmode {
-	char path[64];
-	mode_t mode;
-	int changed;
-};
-
 /* /dev/infiniband/uverbsN of the pair's device, or "" */
 static void uverbs_path(char *path, size_t len)
 {
@@ -1595,47 +1597,28 @@ static void uverbs_path(char *path, size_t len)
 	}
 }
 
-/* Make @path usable by anyone (remembered in @d); 0 or -errno. */
-static int dev_open_up(struct devmode *d, const char *path)
+/* Make @path usable by anyone (its mode comes back with sys_guard_restore()); 0 or -errno. */
+static int dev_open_up(const char *path)
 {
 	struct stat st;
 
-	snprintf(d->path, sizeof(d->path), "%s", path);
-	d->changed = 0;
 	if (stat(path, &st))
 		return -errno;
-	d->mode = st.st_mode & 07777;
-	if ((d->mode & 0006) == 0006)
+	if ((st.st_mode & 0006) == 0006)
 		return 0;
-	if (chmod(path, 0666))
-		return -errno;
-	d->changed = 1;
-	return 0;
+	return sys_guard_chmod(path, 0666) ? -errno : 0;
 }
 
-/* An initramfs root can be 0700: let others through "/" (remembered in @d). */
-static int root_open_up(struct devmode *d)
+/* An initramfs root can be 0700: let others through "/" (as dev_open_up()). */
+static int root_open_up(void)
 {
 	struct stat st;
 
-	snprintf(d->path, sizeof(d->path), "/");
-	d->changed = 0;
 	if (stat("/", &st))
 		return -errno;
-	d->mode = st.st_mode & 07777;
-	if ((d->mode & 0005) == 0005)
+	if ((st.st_mode & 0005) == 0005)
 		return 0;
-	if (chmod("/", d->mode | 0055))
-		return -errno;
-	d->changed = 1;
-	return 0;
-}
-
-static void dev_restore(struct devmode *d)
-{
-	if (d->changed)
-		chmod(d->path, d->mode);
-	d->changed = 0;
+	return sys_guard_chmod("/", (st.st_mode & 07777) | 0055) ? -errno : 0;
 }
 
 /* In a child: RLIMIT_MEMLOCK 8 MiB, then uid/gid 65534 and no capabilities left. */
@@ -1661,7 +1644,6 @@ static void become_nobody(struct report *rep)
 static void run_unprivileged(struct __test_metadata *_metadata, void (*fn)(struct report *),
 			     struct report *rep, long ms)
 {
-	struct devmode dv, dx, root;
 	char uv[64];
 	int status, ret;
 	pid_t pid;
@@ -1669,9 +1651,9 @@ static void run_unprivileged(struct __test_metadata *_metadata, void (*fn)(struc
 	uverbs_path(uv, sizeof(uv));
 	if (!uv[0])
 		SKIP(return, "no uverbs device for %s", rdma_pair_default_dev());
-	ASSERT_EQ(0, dev_open_up(&dv, uv));
-	ASSERT_EQ(0, dev_open_up(&dx, "/dev/vamr"));
-	ASSERT_EQ(0, root_open_up(&root));
+	ASSERT_EQ(0, dev_open_up(uv));
+	ASSERT_EQ(0, dev_open_up("/dev/vamr"));
+	ASSERT_EQ(0, root_open_up());
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
@@ -1680,9 +1662,7 @@ static void run_unprivileged(struct __test_metadata *_metadata, void (*fn)(struc
 		_exit(0);
 	}
 	ret = wait_child_or_dereg(rep, pid, &status, ms);
-	dev_restore(&dv);
-	dev_restore(&dx);
-	dev_restore(&root);
+	sys_guard_restore();
 	if (ret) {
 		kill(pid, SIGKILL);
 		/* Do not wait for a child stuck in the kernel: report now. */
@@ -1829,9 +1809,8 @@ TEST(unpriv_region_limit)
 	struct baseline b;
 	int fd = vamr_open(), kfd = kmsg_open(), status, ret;
 	long old = read_long(MAX_REGIONS_PARAM);
-	struct devmode dv, dx, root;
 	uint8_t *m = map_anon(PAGE);
-	char uv[64];
+	char uv[64], num[32];
 	uint32_t h;
 	pid_t pid;
 
@@ -1840,7 +1819,8 @@ TEST(unpriv_region_limit)
 	if (old < 0)
 		SKIP(return, "%s does not exist (no per-process region limit)", MAX_REGIONS_PARAM);
 	region_limit = old;
-	if (old != TEST_MAX_REGIONS && !write_long(MAX_REGIONS_PARAM, TEST_MAX_REGIONS))
+	snprintf(num, sizeof(num), "%d\n", TEST_MAX_REGIONS);
+	if (old != TEST_MAX_REGIONS && !sys_guard_set(MAX_REGIONS_PARAM, num))
 		region_limit = TEST_MAX_REGIONS;
 	if (region_limit > 1024) {
 		SKIP(return, "max_regions_per_mm is %ld and read-only: too many to reach",
@@ -1849,9 +1829,9 @@ TEST(unpriv_region_limit)
 	uverbs_path(uv, sizeof(uv));
 	ASSERT_NE(0, uv[0]);
 	ASSERT_EQ(0, take_baseline(fd, &b));
-	ASSERT_EQ(0, dev_open_up(&dv, uv));
-	ASSERT_EQ(0, dev_open_up(&dx, "/dev/vamr"));
-	ASSERT_EQ(0, root_open_up(&root));
+	ASSERT_EQ(0, dev_open_up(uv));
+	ASSERT_EQ(0, dev_open_up("/dev/vamr"));
+	ASSERT_EQ(0, root_open_up());
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
@@ -1872,11 +1852,8 @@ TEST(unpriv_region_limit)
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
 	}
-	dev_restore(&dv);
-	dev_restore(&dx);
-	dev_restore(&root);
-	if (region_limit != old)
-		write_long(MAX_REGIONS_PARAM, old);
+	/* Device and root modes, the region limit: back as they were (also if killed before). */
+	sys_guard_restore();
 	EXPECT_EQ(0, ret);
 	EXPECT_CHILD_OK(rep);
 	EXPECT_EQ(0, status);

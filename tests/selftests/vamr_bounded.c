@@ -33,6 +33,7 @@
 #include "kselftest_harness.h"
 #include "mm_util.h"
 #include "pattern.h"
+#include "sys_guard.h"
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
@@ -86,15 +87,10 @@ FIXTURE_SETUP(bounded)
 	self->vmpin0 = vamr_vmpin_kb();
 }
 
-static int write_limit(int v);
-static int saved_limit;
-
 FIXTURE_TEARDOWN(bounded)
 {
-	if (saved_limit >= 0) {
-		EXPECT_EQ(0, write_limit(saved_limit));
-		saved_limit = -1;
-	}
+	/* The region limit, if a test changed it (also restored when a test is killed). */
+	sys_guard_restore();
 	close(self->fd);
 	/* Closing the file tears every region down: nothing stays pinned. */
 	EXPECT_EQ(self->vmpin0, vamr_vmpin_kb());
@@ -334,11 +330,6 @@ TEST_F(bounded, write_upgrades_read_pin_shared)
 	close(mfd);
 }
 
-/* The limit to restore after a test that changed it (in teardown, whatever failed). */
-static int saved_limit = -1;
-
-static int write_limit(int v);
-
 static int read_limit(void)
 {
 	char s[32] = "";
@@ -351,19 +342,6 @@ static int read_limit(void)
 	return n > 0 ? atoi(s) : -1;
 }
 
-static int write_limit(int v)
-{
-	char s[32];
-	int f = open(LIMIT_PARAM, O_WRONLY), n, ok;
-
-	if (f < 0)
-		return -1;
-	n = snprintf(s, sizeof(s), "%d\n", v);
-	ok = write(f, s, n) == n;
-	close(f);
-	return ok ? 0 : -1;
-}
-
 /* The per-process limit: ENOSPC past it, across files; handles reused lowest-first. */
 TEST_F(bounded, region_limit_per_process)
 {
@@ -373,8 +351,7 @@ TEST_F(bounded, region_limit_per_process)
 
 	ASSERT_NE(NULL, a);
 	ASSERT_EQ(8192, old) TH_LOG("documented default of max_regions_per_mm");
-	saved_limit = old;
-	ASSERT_EQ(0, write_limit(32));
+	ASSERT_EQ(0, sys_guard_set(LIMIT_PARAM, "32\n"));
 	fd2 = vamr_open();
 	ASSERT_LE(0, fd2);
 	for (i = 0; i < 24; i++)
