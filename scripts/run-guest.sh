@@ -30,8 +30,10 @@
 # VAMR_TIMEOUT (seconds, default 900) bounds each boot. VAMR_KERNEL_ARGS,
 # when set, is appended to the kernel command line (test.sh --sanitize:
 # kasan_multi_shot; scripts/soak.sh: vamr_fuzz_seconds=N, read by the guest's
-# init). Exit status: 0 when the guest reached its end marker, 124 on a
-# watchdog timeout, 1 otherwise.
+# init). VAMR_GUEST_SMP: the guest's vCPUs (default 2; the tests need at
+# least 2 for their races, scripts/bench.sh may ask for 1). Exit status: 0
+# when the guest reached its end marker, 124 on a watchdog timeout, 1
+# otherwise.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,7 +64,7 @@ boot() { # accel timeout-seconds
 	# The group's stderr also takes bash's report of a QEMU killed by a signal.
 	(VAMR_ACCEL=$accel guest_qemu "$tmo" "$kdir" "$VAMR_TOP/scripts/guest/init" "$run" "$logdir" \
 		"numa=fake=2 vamr_guest_mode=$mode${VAMR_KERNEL_ARGS:+ $VAMR_KERNEL_ARGS}" \
-		-smp 2 -m 2G -nic none) 2>>"$logdir/qemu.log" || rc=$?
+		-smp "${VAMR_GUEST_SMP:-2}" -m 2G -nic none) 2>>"$logdir/qemu.log" || rc=$?
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 		log "watchdog: the guest did not finish within ${tmo}s"
 		return 124

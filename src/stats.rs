@@ -83,11 +83,14 @@ pub(crate) enum Extra {
     RegPinPages,
     /// Nanoseconds of CPU time of the registering tasks, in those rounds.
     RegPinCpuNs,
+    /// On-demand pin rounds of accesses counted in the three `AccessPin*` counters (the
+    /// pages per round tell a round's fixed cost from its cost per page).
+    AccessPinRounds,
 }
 
 /// Where the [`Extra`] counters start in the per-CPU array.
 const EXTRA_BASE: usize = Kind::COUNT + Event::COUNT;
-const _: () = assert!(EXTRA_BASE + (Extra::RegPinCpuNs as usize) < 32);
+const _: () = assert!(EXTRA_BASE + (Extra::AccessPinRounds as usize) < 32);
 
 /// Adds `n` to the module-wide counter `e`. Any context.
 pub(crate) fn extra_add(e: Extra, n: u64) {
@@ -111,7 +114,8 @@ pub(crate) fn task_cpu_ns() -> u64 {
 
 /// The text of debugfs `vamr/access_pins`, the [`Extra`] counters since the module was loaded
 /// (a reader takes differences): `pages`, `ns` (wall) and `cpu_ns` of the on-demand pin rounds
-/// of accesses, then `reg_pages`, `reg_ns` and `reg_cpu_ns` of registrations' pin rounds.
+/// of accesses, then `reg_pages`, `reg_ns` and `reg_cpu_ns` of registrations' pin rounds, then
+/// `rounds`, the number of on-demand rounds of accesses counted in the first three.
 pub(crate) fn debugfs_access_pins(
     _: &(),
     f: &mut kernel::fmt::Formatter<'_>,
@@ -121,7 +125,8 @@ pub(crate) fn debugfs_access_pins(
     writeln!(f, "cpu_ns {}", extra_sum(Extra::AccessPinCpuNs))?;
     writeln!(f, "reg_pages {}", extra_sum(Extra::RegPinPages))?;
     writeln!(f, "reg_ns {}", extra_sum(Extra::RegPinNs))?;
-    writeln!(f, "reg_cpu_ns {}", extra_sum(Extra::RegPinCpuNs))
+    writeln!(f, "reg_cpu_ns {}", extra_sum(Extra::RegPinCpuNs))?;
+    writeln!(f, "rounds {}", extra_sum(Extra::AccessPinRounds))
 }
 
 /// One set of counters.

@@ -252,6 +252,7 @@ impl Region {
         if let Ok(n) = pinned {
             // The window ends where the round did (for a stream, at least the window).
             self.ahead.set(idx, idx + n.max(fault), size);
+            stats::extra_add(Extra::AccessPinRounds, 1);
             stats::extra_add(Extra::AccessPinPages, n as u64);
             stats::extra_add(Extra::AccessPinNs, t0.elapsed().as_nanos().max(0) as u64);
             stats::extra_add(Extra::AccessPinCpuNs, stats::task_cpu_ns().wrapping_sub(c0));

@@ -521,24 +521,24 @@ static void after_remap_check(enum kind k, int ok, const char *what)
  * and CPU nanoseconds) and registrations' rounds (the same three).
  */
 struct kpins {
-	double pages, ns, cpu_ns, reg_pages, reg_ns, reg_cpu_ns;
+	double pages, ns, cpu_ns, reg_pages, reg_ns, reg_cpu_ns, rounds;
 };
 
 /* 0, or -1 when the file cannot be read. */
 static int access_pins(struct kpins *p)
 {
 	FILE *f = fopen("/sys/kernel/debug/vamr/access_pins", "r");
-	unsigned long long v[6];
+	unsigned long long v[7];
 	int n;
 
 	if (!f)
 		return -1;
-	n = fscanf(f, "pages %llu ns %llu cpu_ns %llu reg_pages %llu reg_ns %llu reg_cpu_ns %llu",
-		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
+	n = fscanf(f, "pages %llu ns %llu cpu_ns %llu reg_pages %llu reg_ns %llu reg_cpu_ns %llu "
+		   "rounds %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]);
 	fclose(f);
-	if (n != 6)
+	if (n != 7)
 		return -1;
-	*p = (struct kpins){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	*p = (struct kpins){ v[0], v[1], v[2], v[3], v[4], v[5], v[6] };
 	return 0;
 }
 
@@ -547,7 +547,7 @@ static int access_pins(struct kpins *p)
  * (wall, CPU) and by the registrations of the same buffers (wall, CPU).
  */
 static struct cell kpin_pp, kpin_cpu_pp, kreg_pp, kreg_cpu_pp;
-static double kpin_pages;
+static double kpin_pages, kpin_rounds;
 static int kpin_ok = 1;
 /* The same in the owner's context, through /dev/vamr: CPU us per page. */
 static struct cell opin_cpu_pp, oreg_cpu_pp;
@@ -678,6 +678,7 @@ static void bench_first_access(void)
 				sfirst = now_us() - t;
 				if (counted && !access_pins(&p1)) {
 					acc.pages += p1.pages - p0.pages;
+					acc.rounds += p1.rounds - p0.rounds;
 					acc.ns += p1.ns - p0.ns;
 					acc.cpu_ns += p1.cpu_ns - p0.cpu_ns;
 				} else if (k == VA) {
@@ -729,6 +730,7 @@ static void bench_first_access(void)
 			put(&kreg_pp, acc.reg_ns / 1e3 / acc.reg_pages);
 			put(&kreg_cpu_pp, acc.reg_cpu_ns / 1e3 / acc.reg_pages);
 			kpin_pages += acc.pages / FIRST_REPS;
+			kpin_rounds += acc.rounds / FIRST_REPS;
 		}
 		if (owner_first_access())
 			kpin_ok = 0;
@@ -1568,12 +1570,13 @@ static void print_table(double wall_s)
 	 */
 	if (kpin_ok && kpin_pp.n) {
 		printf("%-10s va, by vamr's clocks (debugfs vamr/access_pins), us per page pinned:\n"
-		       "%-10s on-demand rounds of [3b] (%.0f pages per remap): wall %.3g [%.3g..%.3g], "
-		       "CPU %.3g [%.3g..%.3g]\n"
+		       "%-10s on-demand rounds of [3b] (%.0f pages per remap, %.0f per round): "
+		       "wall %.3g [%.3g..%.3g], CPU %.3g [%.3g..%.3g]\n"
 		       "%-10s registration rounds of the same buffers:     wall %.3g [%.3g..%.3g], "
 		       "CPU %.3g [%.3g..%.3g]\n"
 		       "%-10s on-demand / registration: wall %.2fx, CPU %.2fx\n",
-		       "in-kernel", "", kpin_pages / rounds, cmed(&kpin_pp), cmin(&kpin_pp),
+		       "in-kernel", "", kpin_pages / rounds,
+		       kpin_rounds > 0 ? kpin_pages / kpin_rounds : 0, cmed(&kpin_pp), cmin(&kpin_pp),
 		       cmax(&kpin_pp), cmed(&kpin_cpu_pp), cmin(&kpin_cpu_pp), cmax(&kpin_cpu_pp), "",
 		       cmed(&kreg_pp), cmin(&kreg_pp), cmax(&kreg_pp), cmed(&kreg_cpu_pp),
 		       cmin(&kreg_cpu_pp), cmax(&kreg_cpu_pp), "",
