@@ -259,8 +259,14 @@ impl Region {
         }
         match pinned {
             // A userfault that this context must not wait for: a work item delivers it to
-            // the handler, and this access waits for it, cancellably.
-            Err(EBUSY) => self.wait_for_fault(idx, write),
+            // the handler, and this access waits for it, cancellably. The round may have
+            // pinned the access's first pages before it met the fault: the request is for the
+            // first page of the access still without a usable pin (as a prefetch's), not for
+            // `idx` (which would be a request for a present page, then a second one).
+            Err(EBUSY) => match self.next_gap(idx, last + 1, mode)? {
+                Some((i, _)) => self.wait_for_fault(i, write),
+                None => Ok(()),
+            },
             Err(e) => Err(e),
             Ok(_) => Ok(()),
         }

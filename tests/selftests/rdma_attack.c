@@ -104,11 +104,15 @@ static uint64_t mr_fault_requests(int vfd, struct ibv_mr *mr)
  * A + PAGE - 32 needs both pages: rxe's responder pins A and B in one round
  * that starts in A's VMA, so no FOLL_NOWAIT, and the responder task waits in
  * B's userfault itself. Documented: a device task never waits on a userfault
- * (a fault request does, counted in fault_requests) and deregistration ends
- * the access's wait at once. The handler answers after 3 s, so the test ends
- * either way.
+ * (a fault request does, counted in fault_requests: exactly one, for B, the
+ * page the access misses, not for A, which the round pinned before it met
+ * B's fault) and deregistration ends the access's wait at once: it returns
+ * before the handler answers. The handler would answer after 20 s (so that
+ * a slow guest, a sanitizer kernel under load, cannot blur the two); it is
+ * stopped unanswered once deregistration returned, and closing the
+ * userfaultfd ends the fault request.
  */
-TEST_F(attack, span_into_uffd_dereg)
+TEST_F_TIMEOUT(attack, span_into_uffd_dereg, 60)
 {
 	struct late_handler *h;
 	uint8_t *a;
@@ -135,31 +139,37 @@ TEST_F(attack, span_into_uffd_dereg)
 	}
 	ASSERT_LE(0, uffd);
 	h->uffd = uffd;
-	h->delay_ms = 3000;
+	h->delay_ms = 20000;
 	h->seed = 702;
 	h->base = a;
 	ASSERT_EQ(0, pthread_create(&h->thread, NULL, late_handler_main, h));
 
 	pattern_fill(self->buf, 64, 703, 0);
+	t0 = now_s();
 	ASSERT_EQ(0, rdma_pair_post_write(&self->pair, 0, 1, self->buf, self->buf_mr->lkey,
 					  (uintptr_t)a + PAGE - 32, mr->rkey, 64));
-	usleep(400 * 1000);
+	/* The access needs B: its fault reaches the handler (within 10 s, however slow). */
+	while (!__atomic_load_n(&h->seen, __ATOMIC_ACQUIRE) && now_s() - t0 < 10)
+		usleep(20 * 1000);
+	usleep(100 * 1000);	/* a second request, if any, would come now */
 	fr = mr_fault_requests(self->vfd, mr);
-	TH_LOG("after 400 ms: handler saw %d fault(s), MR fault_requests %llu",
+	TH_LOG("after %.2f s: handler saw %d fault(s), MR fault_requests %llu", now_s() - t0,
 	       __atomic_load_n(&h->seen, __ATOMIC_ACQUIRE), (unsigned long long)fr);
-	/* The access needs B: its fault is pending in the handler by now. */
 	EXPECT_EQ(1, __atomic_load_n(&h->seen, __ATOMIC_ACQUIRE));
-	/* A device task must not wait on the userfault itself. */
-	EXPECT_LE(1u, fr) TH_LOG("rxe's task waits on the userfault itself (no fault request)");
+	/* A device task must not wait on the userfault itself; one request, for B. */
+	EXPECT_EQ(1u, fr) TH_LOG("rxe's task waits on the userfault itself (no fault request), "
+				 "or asked for a page it had pinned");
 
 	t0 = now_s();
 	EXPECT_EQ(0, ibv_dereg_mr(mr));
 	took = now_s() - t0;
-	EXPECT_GT(1.0, took) TH_LOG("dereg with the access waiting on a userfault took %.3f s", took);
+	EXPECT_EQ(0, __atomic_load_n(&h->answered, __ATOMIC_ACQUIRE))
+		TH_LOG("dereg returned only after the handler answered (%.3f s)", took);
+	TH_LOG("dereg with the access waiting on a userfault took %.3f s", took);
+	__atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
 
 	st = rdma_pair_wait_send(&self->pair, 0, 10000, &wc);
 	TH_LOG("WRITE completion status %d", st);
-	__atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(h->thread, NULL);
 	close(uffd);
 	EXPECT_EQ(0, rdma_pair_recover(&self->pair));
@@ -171,7 +181,9 @@ TEST_F(attack, span_into_uffd_dereg)
  * C (a child) registers a VA MR over a released page handed to userfaultfd,
  * forks G, which keeps C's userfaultfd open and never answers, and posts a
  * READ of the page from its own QP: rxe's task has the fault delivered by a
- * fault request. C then exits. Once C is reaped nothing should keep its mm:
+ * fault request. C exits once that request waits in the userfault (the
+ * fault's message is pending on the userfaultfd), or, without the READ,
+ * after 400 ms. Once C is reaped nothing should keep its mm:
  * G's UFFDIO_COPY into it must fail with ESRCH (mmget_not_zero() fails).
  */
 static void exited_mm_case(struct __test_metadata *_metadata, int post)
@@ -222,9 +234,20 @@ static void exited_mm_case(struct __test_metadata *_metadata, int post)
 				_exit(1);
 			_exit(0);
 		}
-		if (post)
+		if (post) {
+			/*
+			 * Exit only once the fault request waits in the userfault (it
+			 * holds the mm from then on): its message is pending on the
+			 * userfaultfd, however slow the guest.
+			 */
+			struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+
 			rdma_pair_post_read(&p, 0, 1, b, bmr->lkey, (uintptr_t)a, mr->rkey, 64);
-		usleep(400 * 1000);
+			if (poll(&pfd, 1, 10000) != 1)
+				_exit(16);
+		} else {
+			usleep(400 * 1000);
+		}
 		if (write(res[1], &gp, sizeof(gp)) != sizeof(gp))
 			_exit(15);
 		_exit(0);	/* exit with the READ waiting: closes the uverbs file, deregisters */

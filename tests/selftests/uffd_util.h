@@ -48,6 +48,7 @@ struct late_handler {
 	int uffd;
 	int delay_ms;
 	int seen;		/* faults read from the uffd */
+	int answered;		/* faults answered (UFFDIO_COPY issued) */
 	int stop;
 	uint64_t seed;
 	uint8_t *base;
@@ -72,10 +73,13 @@ static inline void *late_handler_main(void *arg)
 		uint64_t addr = msg.arg.pagefault.address & ~(PAGE - 1);
 		struct uffdio_copy c = { .dst = addr, .src = (uintptr_t)h->page, .len = PAGE };
 
-		/* Sleep in small steps so that stop ends the thread promptly. */
+		/* Sleep in small steps so that stop ends the thread promptly, unanswered. */
 		for (int i = 0; i < h->delay_ms / 10 && !__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE); i++)
 			usleep(10 * 1000);
+		if (__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE))
+			break;
 		pattern_fill(h->page, PAGE, h->seed, addr - (uintptr_t)h->base);
+		__atomic_add_fetch(&h->answered, 1, __ATOMIC_RELEASE);
 		ioctl(h->uffd, UFFDIO_COPY, &c);
 	}
 	return NULL;
