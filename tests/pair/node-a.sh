@@ -131,7 +131,7 @@ MPI_MIB=${VAMR_MPI_MIB:-1}
 # libstdc++ (hwloc_xml_libxml) and libOpenCL, and hwloc_pci reads
 # /usr/share/misc/pci.ids (1.3 MB) for each topology mpirun and orted load;
 # mpirun opened 57 MCA components, each rank 50. With the settings below a
-# warm mpirun of this job took 19 and 11 s to the first iteration where it
+# warm mpirun of this job took 19 and 11 s to MPI_Init done where it
 # took 31 and 23 s without them (alternated in one boot).
 # HWLOC_PLUGINS_BLACKLIST (hwloc 2.x; mpirun's own environment, the ranks'
 # through -x, orted's through the launch agent, which ssh starts on node b
