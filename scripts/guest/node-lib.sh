@@ -66,26 +66,33 @@ tcp_listening() {
 # the first RoCE v2 GID that starts with PREFIX (sysfs notation). Found in the
 # table, never assumed: the kernel fills it in the order the netdev's
 # addresses appear (on the nodes: IPv6 link-local, then the IPv4 address).
-# Read from the copy gid_table saved when there is one and it has the GID
-# (reading rxe's 1024 entries costs seconds under TCG), else from sysfs.
+# Read from the copy gid_table saved when there is one and it has the GID,
+# else from the device (gid_table_now).
 roce_v2_gid_index() {
 	if [ -f "/run/vamr-gids.$1" ]; then
-		while read -r _i _g _t1 _t2 _rest; do
-			case "$_g" in
-			"$2"*) [ "$_t1 $_t2" = "RoCE v2" ] && echo "$_i" && return 0 ;;
-			esac
-		done <"/run/vamr-gids.$1"
+		_i=$(_roce_v2_first "$2" <"/run/vamr-gids.$1") && echo "$_i" && return 0
 	fi
-	# One grep over the table (1024 entries on rxe), not a process per entry.
-	for _i in $(grep -l "^$2" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null |
-		sed 's|.*/||' | sort -n); do
-		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$_i" 2>/dev/null)" = "RoCE v2" ] ||
-			continue
-		echo "$_i"
-		return 0
+	gid_table_now "$1" | _roce_v2_first "$2"
+}
+
+# _roce_v2_first PREFIX: the index of the first line of a GID table on stdin
+# (gid_table's lines) whose GID starts with PREFIX and whose type is RoCE v2;
+# status 1 when there is none.
+_roce_v2_first() {
+	while read -r _i _g _t1 _t2 _rest; do
+		case "$_g" in
+		"$1"*) [ "$_t1 $_t2" = "RoCE v2" ] && echo "$_i" && return 0 ;;
+		esac
 	done
 	return 1
 }
+
+# gid_table_now DEV: the non-empty entries of port 1's GID table of DEV, one
+# a line: index, GID, type, netdev, in sysfs notation ($VAMR_BUILD/pair/
+# gid_table, tests/pair/gid_table.c: one ioctl per entry; rxe has 1024, and
+# reading them from sysfs took 2.5 s under TCG, 5-14 s under load, where
+# the ioctls take 0.1 s).
+gid_table_now() { "$VAMR_BUILD/pair/gid_table" "$1"; }
 
 # roce_v2_ipv4_gid_index DEV: the RoCE v2 GID of the netdev's IPv4 address
 # (::ffff:a.b.c.d), the one rdma_cm resolves an IPv4 address to.
@@ -97,15 +104,11 @@ roce_v2_ipv4_gid_index() { roce_v2_gid_index "$1" 0000:0000:0000:0000:0000:ffff:
 # IPv4-mapped GID on rxe).
 roce_v2_link_local_gid_index() { roce_v2_gid_index "$1" fe80:0000:0000:0000:; }
 
-# gid_table DEV: the non-empty entries of port 1's GID table, one a line:
-# index, GID, type, netdev. Also saved to /run/vamr-gids.DEV for
-# roce_v2_gid_index (the nodes' link does not change after the set-up).
+# gid_table DEV: the non-empty entries of port 1's GID table (gid_table_now),
+# also saved to /run/vamr-gids.DEV for roce_v2_gid_index (the nodes' link
+# does not change after the set-up).
 gid_table() {
-	grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$' /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null |
-		sed 's|^.*/gids/\([0-9]*\):|\1 |' | sort -n | while read -r _i _v; do
-		echo "$_i $_v $(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$_i" 2>/dev/null)" \
-			"$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/ndevs/"$_i" 2>/dev/null)"
-	done >"/run/vamr-gids.$1.tmp"
+	gid_table_now "$1" >"/run/vamr-gids.$1.tmp" || return 1
 	mv "/run/vamr-gids.$1.tmp" "/run/vamr-gids.$1"
 	cat "/run/vamr-gids.$1"
 }

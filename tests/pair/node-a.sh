@@ -122,12 +122,67 @@ pair_link() {
 # 0.5 MB/s, so each MiB more costs every mode seconds per iteration.
 MPI_ITERS=${VAMR_MPI_ITERATIONS:-4}
 MPI_MIB=${VAMR_MPI_MIB:-1}
+# Plugins and components this job cannot use are not loaded: under TCG each
+# costs mpirun, orted and the ranks a dlopen (relocations, constructors,
+# files read over 9p) and some a discovery. Measured inside the guests
+# (strace of mpirun and of orted, 2026-12-01): hwloc's plugins pull in
+# libX11/xcb (hwloc_gl, which then tries to connect to X displays :0 to :9,
+# over their unix socket and TCP, twice in mpirun), libxml2 with ICU and
+# libstdc++ (hwloc_xml_libxml) and libOpenCL, and hwloc_pci reads
+# /usr/share/misc/pci.ids (1.3 MB) for each topology mpirun and orted load;
+# mpirun opened 57 MCA components, each rank 50. With the settings below a
+# warm mpirun of this job took 19 and 11 s to MPI_Init done where it
+# took 31 and 23 s without them (alternated in one boot).
+# HWLOC_PLUGINS_BLACKLIST (hwloc 2.x; mpirun's own environment, the ranks'
+# through -x, orted's through the launch agent, which ssh starts on node b
+# as "env HWLOC_PLUGINS_BLACKLIST=... orted ..."):
+#   hwloc_gl          GPUs behind X displays (NV-CONTROL): no X server, no GPU
+#   hwloc_opencl      OpenCL devices: none, the job uses no accelerator
+#   hwloc_pci         PCI devices and their locality: used by Open MPI only to
+#                     map by distance to a device (--map-by dist) and by the
+#                     openib/usnic BTLs; this job maps by node and UCX picks
+#                     its device from UCX_NET_DEVICES (UCX does not use hwloc)
+#   hwloc_xml_libxml  XML through libxml2: hwloc's own XML code reads and
+#                     writes the same format (mpirun and orted exchange
+#                     topologies as XML), and hwloc falls back to it
+# MCA component selections (mpirun passes its --mca settings to orted and
+# to the ranks):
+#   plm rsh                 the job is launched over ssh; isolated (one node
+#                           only) and slurm cannot launch it
+#   ras ^slurm,gridengine,simulator   allocations of those resource managers;
+#                           the hosts come from --host
+#   rmaps round_robin       --map-by node is round_robin's policy; ppr, seq,
+#                           rank_file, mindist, resilient map otherwise
+#   schizo ^slurm,jsm,flux  command-line personalities of Slurm, LSF and Flux
+#   pmix ext3x              Debian's PMIx (the flux component is for Flux)
+#   coll ^sm,han,adapt,monitoring,sync,inter   the collectives of
+#                           MPI_COMM_WORLD here come from tuned, basic,
+#                           libnbc and self (kept); sm needs ranks on one
+#                           node, han and adapt have priority 0 in 4.1 (never
+#                           selected unless raised), monitoring needs
+#                           pml_monitoring_enable, sync coll_sync_barrier_*,
+#                           inter an intercommunicator: none of that here
+# odls_base_sigkill_timeout 0: mpi_remap exits 3 after MPI_Finalize on
+# both ranks when bytes were wrong (the stock mode, every run); mpirun then
+# aborts the job (which is what makes it exit 3 too) and, on each node,
+# signals the ranks it still counts as running (orte_odls_base_default_
+# kill_local_procs): SIGCONT, a pause of this many seconds (default 1),
+# SIGTERM, another pause, SIGKILL. The ranks have finished by then (both
+# passed MPI_Finalize, after every line of output); the pauses (2 s in
+# mpirun, strace of the stock run) only delayed the end.
+MPI_HWLOC_SKIP=hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml
 mpi_run() { # mode: runs mpi_remap, prints its output
 	# shellcheck disable=SC2046 # mode_env is a word list
-	timeout 600 mpirun --allow-run-as-root -np 2 --host "$VAMR_NODE_a:1,$VAMR_NODE_b:1" --map-by node \
+	HWLOC_PLUGINS_BLACKLIST=$MPI_HWLOC_SKIP \
+		timeout 600 mpirun --allow-run-as-root -np 2 --host "$VAMR_NODE_a:1,$VAMR_NODE_b:1" --map-by node \
 		--mca plm_rsh_agent ssh --mca plm_rsh_no_tree_spawn 1 \
+		--mca orte_launch_agent "env HWLOC_PLUGINS_BLACKLIST=$MPI_HWLOC_SKIP orted" \
 		--mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 \
 		--mca pml ucx --mca pml_ucx_devices any --mca pml_ucx_tls any --mca osc ^ucx \
+		--mca plm rsh --mca ras ^slurm,gridengine,simulator --mca rmaps round_robin \
+		--mca schizo ^slurm,jsm,flux --mca pmix ext3x --mca coll ^sm,han,adapt,monitoring,sync,inter \
+		--mca odls_base_sigkill_timeout 0 \
+		-x HWLOC_PLUGINS_BLACKLIST \
 		-x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX="$GID_INDEX" -x UCX_TLS=rc_verbs,ud_verbs,self \
 		-x UCX_WARN_UNUSED_ENV_VARS=n $(mode_env "$1") \
 		"$VAMR_BUILD/mpi/mpi_remap" "$MPI_ITERS" "$MPI_MIB"
@@ -163,9 +218,10 @@ mpi_remap() {
 		st=$(sed -n 's/^ *[0-9.]* mpirun-status //p' /tmp/mpi_$mode.ts)
 		[ -z "$st" ] || rc=$st
 		sed "s/^/# $mode: /" /tmp/mpi_$mode.out
-		# Where the time went: the first line (MPI_Init done on both nodes),
-		# the last iteration, the end.
-		echo "# $mode: timing: first output at $(awk -v t0="$up0" 'NR == 1 { printf "%.1f", $1 - t0 }' /tmp/mpi_$mode.ts)s," \
+		# Where the time went: rank 0's first line (MPI_Init done on both
+		# nodes; the preload library prints before it), the last iteration,
+		# the end.
+		echo "# $mode: timing: MPI_Init done at $(awk -v t0="$up0" '$2 == "mpi_remap:" { printf "%.1f", $1 - t0; exit }' /tmp/mpi_$mode.ts)s," \
 			"last iteration at $(awk -v t0="$up0" '/ iteration [0-9]+ / { t = $1 - t0 } END { printf "%.1f", t }' /tmp/mpi_$mode.ts)s," \
 			"mpirun ended after ${secs}s"
 		sum=$(grep '^mpi_remap: iterations' /tmp/mpi_$mode.out | tail -n1)
