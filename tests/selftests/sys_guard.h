@@ -26,7 +26,9 @@
  * "w PATH VALUE" (write VALUE and a newline to PATH), "m PATH MODE" (chmod,
  * octal), "s PATH" (swapon), "p" (drop the newest record), "c" (drop all).
  * Limits: PATH without white space, VALUE one line (the first line of the
- * file is saved), at most SYS_GUARD_MAX records per process.
+ * file is saved), at most SYS_GUARD_MAX records per process. Call these from
+ * the test process, not from its forks: a fork shares the guardian, and its
+ * sys_guard_restore() would clear the parent's records there.
  */
 #ifndef VAMR_SELFTEST_SYS_GUARD_H
 #define VAMR_SELFTEST_SYS_GUARD_H
