@@ -167,11 +167,14 @@ static inline int sys_guard_save(char op, const char *path, const char *val)
 	return 0;
 }
 
-/* Forgets the newest record (its change did not happen). */
+/* Forgets the newest record (its change did not happen); keeps errno, the caller's error. */
 static inline void sys_guard_pop(void)
 {
+	int err = errno;
+
 	sys_guard.n--;
 	sys_guard_send("p");
+	errno = err;
 }
 
 /*
