@@ -360,12 +360,15 @@ def sanitizer_summary(results, console, inj, expected_dumps, sanitizers):
 
 def time_summary(results, label):
     """Where a guest's time went, from its "# vamr-uptime <mark> <s>" and
-    "# vamr-time <kind> <name> <s>" lines (scripts/guest/guest-lib.sh), or
-    None: the kernel boot (up to the init script), the marks, and the
-    sections, slowest first."""
+    "# vamr-time <kind> <name> <s> [cpu user <s> sys <s> idle <s>]" lines
+    (scripts/guest/guest-lib.sh), or None: the kernel boot (up to the init
+    script), the marks, and the sections, slowest first, with the vCPU
+    seconds each kept busy (user + sys) when the line has them."""
     marks = re.findall(r"^# vamr-uptime (\S+) (\d+(?:\.\d+)?)$", results, re.M)
-    secs = [(name, float(t)) for _kind, name, t in
-            re.findall(r"^# vamr-time (\S+) (\S+) (\d+(?:\.\d+)?)$", results, re.M)]
+    secs = [(name, float(t), float(u) + float(k) if u else None) for _kind, name, t, u, k in
+            re.findall(r"^# vamr-time (\S+) (\S+) (\d+(?:\.\d+)?)"
+                       r"(?: cpu user (\d+(?:\.\d+)?) sys (\d+(?:\.\d+)?) idle \S+)?$",
+                       results, re.M)]
     if not marks and not secs:
         return None
     line = f"{label} time (guest clock):"
@@ -373,8 +376,11 @@ def time_summary(results, label):
         line += " " + ", ".join(f"{m} at {float(t):.0f}s" for m, t in marks)
     if secs:
         top = sorted(secs, key=lambda x: -x[1])
-        line += (f"; {len(secs)} sections {sum(t for _, t in secs):.0f}s, slowest: "
-                 + ", ".join(f"{n} {t:.0f}s" for n, t in top[:8]))
+        busy = [c for _, _, c in secs if c is not None]
+        line += (f"; {len(secs)} sections {sum(t for _, t, _ in secs):.0f}s"
+                 + (f" ({sum(busy):.0f} vCPU-s busy)" if busy else "") + ", slowest: "
+                 + ", ".join(f"{n} {t:.0f}s" + (f" ({c:.0f} busy)" if c is not None else "")
+                             for n, t, c in top[:8]))
     return line
 
 

@@ -11,7 +11,8 @@
 #                    for KDIR's release, rdma_rxe depends on vamr
 #   dkms_install     dkms install into a scratch module tree; depmod resolves
 #                    the patched rdma_rxe (updates/) against vamr
-#   make_install     make install into a staging root: vamr.ko, the uapi
+#   make_install     make install, in a copy of the package's source, into a
+#                    staging root: vamr.ko, the uapi
 #                    header (compiles alone), the udev rule, vamrctl,
 #                    libvamr-preload.so
 #   checkpatch_<patch>  one per patch of patches/rxe: KDIR's
@@ -147,7 +148,10 @@ fi
 ok=1 why=""
 stage="$scratch/stage"
 read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
-if run make -C "$top" KDIR="$kdir" "${llvm[@]}" INSTALL_MOD_PATH="$stage" DESTDIR="$stage" install; then
+# From the package's source (the copy above), not the work tree: that builds
+# vamr.ko the way a packager does, and does not race with scripts/prepare.sh,
+# which test.sh runs in the work tree at the same time.
+if run make -C "$src" KDIR="$kdir" "${llvm[@]}" INSTALL_MOD_PATH="$stage" DESTDIR="$stage" install; then
 	for f in "lib/modules/$kver/updates/vamr.ko" usr/local/include/misc/vamr.h \
 		etc/udev/rules.d/60-vamr.rules usr/local/bin/vamrctl usr/local/lib/libvamr-preload.so; do
 		[ -f "$stage/$f" ] || { ok=0; why="$why no $f;"; }

@@ -6,13 +6,20 @@
 # (build-kernel.sh, cached), vamr.ko, the selftests and the examples.
 # Prints the kernel build directory (KDIR) on stdout.
 #
-# usage: prepare.sh [--sanitize | --bench]
+# usage: prepare.sh [--kernel] [--sanitize | --bench]
+#   --kernel    only the host set-up and the kernel: prints KDIR and stops
+#               (test.sh starts the host checks on it while the rest builds).
 #   --sanitize  the same against the sanitizer kernel (build-kernel.sh
 #               --sanitize); modules are then built with its LLVM toolchain.
 #   --bench     for scripts/bench.sh: the benchmark kernel (build-kernel.sh
 #               --bench: no lockdep, DEBUG_VM, KUnit), vamr.ko, the kapi test
 #               module and the patched rxe against it, and tests/bench (no
 #               selftests, no examples); setup-host.sh --bench adds perf.
+#
+# Every make runs with -j<cores> (unless MAKEFLAGS already sets -j), and the
+# user-space programs build at the same time as the modules: the modules'
+# chain (vamr.ko's Rust crate, then the kapi module and rxe, which need its
+# Module.symvers) leaves a core idle much of the time.
 #
 # VAMR_KDIR=dir uses that built kernel tree instead of build-kernel.sh (for
 # trying the scripts against another tree; the cached build is not touched).
@@ -23,11 +30,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 
 variant=()
+kernel_only=0
 for arg in "$@"; do
 	case "$arg" in
+	--kernel) kernel_only=1 ;;
 	--sanitize) variant=(--sanitize) ;;
 	--bench) variant=(--bench) ;;
-	*) die "usage: prepare.sh [--sanitize | --bench]" ;;
+	*) die "usage: prepare.sh [--kernel] [--sanitize | --bench]" ;;
 	esac
 done
 
@@ -39,6 +48,39 @@ if [ -n "${VAMR_KDIR:-}" ]; then
 else
 	kdir=$("$here/build-kernel.sh" "${variant[@]}")
 fi
+if [ "$kernel_only" = 1 ]; then
+	echo "$kdir"
+	exit 0
+fi
+case " ${MAKEFLAGS:-} " in
+*" -j"* | *" --jobs"*) ;;
+*) export MAKEFLAGS="${MAKEFLAGS:+$MAKEFLAGS }-j$(nproc)" ;;
+esac
+# User space, built while the modules build (below). Nothing in it needs them.
+user_space() {
+	if [ "${variant[*]}" = --bench ]; then
+		log "building the benchmarks"
+		make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
+		return
+	fi
+	log "building selftests and examples"
+	make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
+	make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
+	make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
+	# vamrctl: first on PATH in the test guest (scripts/guest/init).
+	make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
+	# libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs); the guests
+	# use it from the build directory (VAMR_PRELOAD of scripts/guest/init).
+	make -s -C "$top/tools/preload" OUT="$VAMR_BUILD/tools" >&2
+	# The two-node programs (scripts/run-pair.sh): the MPI program, built with
+	# Debian's Open MPI, and rdma_remote (rdma_cm).
+	make -s -C "$top/tests/mpi" OUT="$VAMR_BUILD/mpi" >&2
+	make -s -C "$top/tests/pair" OUT="$VAMR_BUILD/pair" >&2
+}
+user_space &
+user_pid=$!
+# Stop the user-space build too when the modules' fails (set -e leaves here).
+trap 'kill "$user_pid" 2>/dev/null || true' EXIT
 # LLVM=... when KDIR was built with LLVM (the sanitizer kernel), else nothing.
 read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
 log "building vamr.ko against $kdir"
@@ -47,23 +89,6 @@ make -s -C "$top" KDIR="$kdir" "${llvm[@]}" modules >&2
 make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" "${llvm[@]}" modules >&2
 # rdma_rxe with VA-semantics MRs: KDIR's rxe sources + patches/rxe.
 "$here/build-rxe.sh" "$kdir"
-if [ "${variant[*]}" = --bench ]; then
-	log "building the benchmarks"
-	make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
-	echo "$kdir"
-	exit 0
-fi
-log "building selftests and examples"
-make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
-make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
-make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
-# vamrctl: first on PATH in the test guest (scripts/guest/init).
-make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
-# libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs); the guests
-# use it from the build directory (VAMR_PRELOAD of scripts/guest/init).
-make -s -C "$top/tools/preload" OUT="$VAMR_BUILD/tools" >&2
-# The two-node programs (scripts/run-pair.sh): the MPI program, built with
-# Debian's Open MPI, and rdma_remote (rdma_cm).
-make -s -C "$top/tests/mpi" OUT="$VAMR_BUILD/mpi" >&2
-make -s -C "$top/tests/pair" OUT="$VAMR_BUILD/pair" >&2
+wait "$user_pid" || die "building the user-space programs failed (see above)"
+trap - EXIT
 echo "$kdir"

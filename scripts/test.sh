@@ -42,8 +42,9 @@ for arg in "$@"; do
 done
 
 if [ "$sanitize" = 0 ]; then
-	kdir=$("$here/prepare.sh")
-	t_prepare=$SECONDS
+	# The kernel first: the host checks need only it and the sources (they
+	# build their own copy), so they run while prepare.sh builds the rest.
+	kdir=$("$here/prepare.sh" --kernel)
 	logdir="$VAMR_BUILD/logs/test"
 	pairlog="$VAMR_BUILD/logs/pair"
 	mkdir -p "$logdir"
@@ -51,9 +52,11 @@ if [ "$sanitize" = 0 ]; then
 	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
 	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
 	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest libfabric}
-	# The host checks, the pair and the one-node guest run at the same time:
-	# under TCG each guest keeps about one core busy on average (the one-node
-	# guest 2 vCPUs, each node 1), so on 2 cores the three overlap well.
+	# The host checks start with the build of the modules and the tests
+	# (prepare.sh), then the pair and the one-node guest run at the same time
+	# as whatever is left of them: under TCG the one-node guest keeps about
+	# one core busy on average (2 vCPUs, but its tests run one after the
+	# other), each node about half of one, so on 2 cores they overlap well.
 	# VAMR_SERIAL=1, or less than 6 GiB of available memory (the guests take
 	# 2 + 2 x 1.5 GiB), runs them one after the other.
 	serial=${VAMR_SERIAL:-0}
@@ -88,17 +91,24 @@ if [ "$sanitize" = 0 ]; then
 	}
 	guest_rc=0 pair_rc=0
 	if [ "$serial" = 1 ]; then
+		VAMR_KDIR=$kdir "$here/prepare.sh" >/dev/null
+		t_prepare=$SECONDS
 		host_checks
 		one_node || guest_rc=$?
 		pair || pair_rc=$?
 	else
 		host_checks &
 		host_pid=$!
+		# Stop the host checks if the build fails (set -e leaves here).
+		trap 'kill "$host_pid" 2>/dev/null || true' EXIT
+		VAMR_KDIR=$kdir "$here/prepare.sh" >/dev/null
+		t_prepare=$SECONDS
 		pair &
 		pair_pid=$!
 		one_node || guest_rc=$?
 		wait "$pair_pid" || pair_rc=$?
 		wait "$host_pid" || true
+		trap - EXIT
 	fi
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 	cat "$logdir/host.tap" >>"$logdir/results.log"

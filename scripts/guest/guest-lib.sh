@@ -69,17 +69,28 @@ out() { echo "$@" >&3; }
 # uptime_mark NAME: "# vamr-uptime NAME <seconds since boot>" for the host.
 uptime_mark() { out "# vamr-uptime $1 $(cut -d' ' -f1 /proc/uptime)"; }
 
+# cpu_ticks: the guest's CPU time since boot, all CPUs, in USER_HZ ticks:
+# "user system idle" (user with nice, system with irq and softirq, idle with
+# iowait), from /proc/stat's first line.
+cpu_ticks() { awk '/^cpu / { print $2 + $3, $4 + $7 + $8, $5 + $6; exit }' /proc/stat; }
+
 # run_tap kind name command...: the command's output as one section, then
-# the time it took.
+# the time it took: wall seconds, then the vCPU seconds spent in user space,
+# in the kernel and idle meanwhile (all vCPUs). Under TCG a busy vCPU costs a
+# host core and an idle one nothing, so user + sys is what the test costs the
+# host.
 run_tap() {
 	_kind=$1 _name=$2
 	shift 2
 	read -r _t0 _ </proc/uptime
+	_c0=$(cpu_ticks)
 	out "### BEGIN $_kind $_name"
 	"$@" >&3 2>&1
 	_rc=$?
 	out "### END $_kind $_name rc=$_rc"
-	out "# vamr-time $_kind $_name $(awk -v t0="$_t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime)"
+	out "# vamr-time $_kind $_name $(awk -v t0="$_t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime)" \
+		"$(echo "$_c0 $(cpu_ticks)" | awk -v hz="$(getconf CLK_TCK)" \
+			'{ printf "cpu user %.1f sys %.1f idle %.1f", ($4 - $1) / hz, ($5 - $2) / hz, ($6 - $3) / hz }')"
 	return $_rc
 }
 

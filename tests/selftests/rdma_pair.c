@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +292,19 @@ int rdma_pair_close(struct rdma_pair *p)
 				first = rc;
 			p->rcq[i] = NULL;
 		}
+		/* After their CQs: a channel with a CQ on it cannot go (EBUSY). */
+		if (p->schan[i]) {
+			rc = verbs_err(ibv_destroy_comp_channel(p->schan[i]));
+			if (rc && !first)
+				first = rc;
+			p->schan[i] = NULL;
+		}
+		if (p->rchan[i]) {
+			rc = verbs_err(ibv_destroy_comp_channel(p->rchan[i]));
+			if (rc && !first)
+				first = rc;
+			p->rchan[i] = NULL;
+		}
 	}
 	if (p->pd) {
 		rc = verbs_err(ibv_dealloc_pd(p->pd));
@@ -304,6 +319,23 @@ int rdma_pair_close(struct rdma_pair *p)
 		p->ctx = NULL;
 	}
 	return first;
+}
+
+/* A CQ with a completion channel of its own, whose fd does not block. */
+static int create_cq(struct rdma_pair *p, struct ibv_cq **cq, struct ibv_comp_channel **chan)
+{
+	int flags;
+
+	*chan = ibv_create_comp_channel(p->ctx);
+	if (!*chan)
+		return null_err();
+	flags = fcntl((*chan)->fd, F_GETFL);
+	if (flags < 0 || fcntl((*chan)->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	*cq = ibv_create_cq(p->ctx, RDMA_PAIR_CQ_DEPTH, NULL, *chan, 0);
+	if (!*cq)
+		return null_err();
+	return 0;
 }
 
 int rdma_pair_open(struct rdma_pair *p, const char *dev_name)
@@ -338,16 +370,12 @@ int rdma_pair_open(struct rdma_pair *p, const char *dev_name)
 		goto fail;
 	}
 	for (i = 0; i < 2; i++) {
-		p->scq[i] = ibv_create_cq(p->ctx, RDMA_PAIR_CQ_DEPTH, NULL, NULL, 0);
-		if (!p->scq[i]) {
-			rc = null_err();
+		rc = create_cq(p, &p->scq[i], &p->schan[i]);
+		if (rc)
 			goto fail;
-		}
-		p->rcq[i] = ibv_create_cq(p->ctx, RDMA_PAIR_CQ_DEPTH, NULL, NULL, 0);
-		if (!p->rcq[i]) {
-			rc = null_err();
+		rc = create_cq(p, &p->rcq[i], &p->rchan[i]);
+		if (rc)
 			goto fail;
-		}
 	}
 	for (i = 0; i < 2; i++) {
 		rc = create_qp(p, i);
@@ -519,17 +547,37 @@ int rdma_pair_post_cmp_swap(struct rdma_pair *p, int side, uint64_t wr_id,
 
 /* --- completions --- */
 
-static int wait_cq(struct ibv_cq *cq, int timeout_ms, struct ibv_wc *out)
+/*
+ * Longest sleep on a completion channel before the CQ is polled again: bounds
+ * what a lost wake-up costs (another thread, or a forked child sharing the
+ * channel, may take the event this wait armed for).
+ */
+#define WAIT_CQ_SLICE_MS	20
+
+/*
+ * The first completion of @cq, waiting up to @timeout_ms for it: polls the
+ * CQ, and when it is empty arms it (ibv_req_notify_cq), polls once more (a
+ * completion that came before the arming raises no event) and sleeps on the
+ * CQ's completion channel @chan. Sleeping instead of spinning matters under
+ * TCG: a vCPU that polls in a loop takes host CPU from the one that runs
+ * rxe's work, and the more the host is loaded, the longer it polls.
+ */
+static int wait_cq(struct ibv_cq *cq, struct ibv_comp_channel *chan, int timeout_ms,
+		   struct ibv_wc *out)
 {
-	uint64_t deadline;
+	uint64_t deadline, now;
 	struct ibv_wc wc;
-	unsigned int spins = 0;
+	bool armed = false;
 
 	if (timeout_ms <= 0)
 		timeout_ms = RDMA_PAIR_DEFAULT_TIMEOUT_MS;
 	deadline = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 
 	for (;;) {
+		struct pollfd pfd = { .fd = chan->fd, .events = POLLIN };
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		long slice;
 		int n;
 
 		memset(&wc, 0, sizeof(wc));
@@ -541,11 +589,28 @@ static int wait_cq(struct ibv_cq *cq, int timeout_ms, struct ibv_wc *out)
 				*out = wc;
 			return (int)wc.status;
 		}
-		if (now_ns() >= deadline)
+		now = now_ns();
+		if (now >= deadline)
 			return -ETIMEDOUT;
-		/* spin a little first, then back off to short sleeps */
-		if (++spins > 1000)
-			sleep_ns(50 * 1000L);
+		if (!armed) {
+			if (ibv_req_notify_cq(cq, 0))
+				return -EIO;
+			armed = true;
+			continue;
+		}
+		slice = (long)((deadline - now) / 1000000ULL) + 1;
+		if (slice > WAIT_CQ_SLICE_MS)
+			slice = WAIT_CQ_SLICE_MS;
+		n = poll(&pfd, 1, (int)slice);
+		if (n < 0 && errno != EINTR)
+			return -EIO;
+		if (n <= 0)
+			continue;
+		/* Non-blocking: EAGAIN when someone else took the event first. */
+		if (ibv_get_cq_event(chan, &ev_cq, &ev_ctx) == 0) {
+			ibv_ack_cq_events(ev_cq, 1);
+			armed = false;
+		}
 	}
 }
 
@@ -554,7 +619,7 @@ int rdma_pair_wait_send(struct rdma_pair *p, int side, int timeout_ms,
 {
 	if (!side_ok(p, side))
 		return -EINVAL;
-	return wait_cq(p->scq[side], timeout_ms, wc);
+	return wait_cq(p->scq[side], p->schan[side], timeout_ms, wc);
 }
 
 int rdma_pair_wait_recv(struct rdma_pair *p, int side, int timeout_ms,
@@ -562,7 +627,7 @@ int rdma_pair_wait_recv(struct rdma_pair *p, int side, int timeout_ms,
 {
 	if (!side_ok(p, side))
 		return -EINVAL;
-	return wait_cq(p->rcq[side], timeout_ms, wc);
+	return wait_cq(p->rcq[side], p->rchan[side], timeout_ms, wc);
 }
 
 static int drain_cq(struct ibv_cq *cq)

@@ -51,6 +51,11 @@ struct rdma_pair {
 	struct ibv_pd *pd;
 	struct ibv_cq *scq[2];		/* send CQ of qp[i] */
 	struct ibv_cq *rcq[2];		/* receive CQ of qp[i] */
+	/*
+	 * Completion channels of scq[i] and rcq[i] (non-blocking fds): the
+	 * waits below sleep on them instead of polling (see wait_cq()).
+	 */
+	struct ibv_comp_channel *schan[2], *rchan[2];
 	struct ibv_qp *qp[2];
 	uint8_t port;			/* RDMA_PAIR_PORT */
 	int gid_index;			/* index of ::ffff:127.0.0.1 */
