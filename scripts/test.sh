@@ -6,10 +6,10 @@
 # kselftest-style programs in the guest, and print one line per test and
 #   N passed, N failed, N skipped
 # Exit status 0 only when everything passed and the kernel log is clean.
-# At the same time as the guest (VAMR_SERIAL=1: one after the other), the
-# host-side packaging checks (scripts/host-checks.sh: dkms build and install
-# against the test kernel tree, make install, all into scratch directories)
-# run; their results are the section "host" (host.*). Logs:
+# At the same time as the build (VAMR_SERIAL=1: after it, one after the
+# other), the host-side packaging checks (scripts/host-checks.sh: dkms build
+# and install against the test kernel tree, make install, all into scratch
+# directories) run; their results are the section "host" (host.*). Logs:
 # build/logs/test/{console,results,qemu,host-checks}.log, and times (what
 # each part took). Also at the same time, the two-node tests
 # (scripts/run-pair.sh, tests/pair/node-a.sh and node-b.sh;
