@@ -202,7 +202,9 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
     // The slots as page pointers: an `Option<PinnedPage>` is one (asserted at the top),
     // `None` the null pointer and `Some` the tagged `struct page` pointer.
     let base = slots.cast::<*mut bindings::page>();
-    let mut clean = CleanBatch::new();
+    // Created at the first read pin: a table of write pins (the common case) then does not
+    // pay for setting the batch up.
+    let mut clean: Option<CleanBatch> = None;
     let mut count = 0;
     let mut done = 0;
     while done < len {
@@ -228,7 +230,7 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
                 }
             } else if !tagged.is_null() {
                 // SAFETY: `tagged` is a pin given up to this call (see above), not used again.
-                count += unsafe { clean.push(tagged) };
+                count += unsafe { clean.get_or_insert_with(CleanBatch::new).push(tagged) };
             }
         }
         // SAFETY: `dst` was derived from `chunk` and is not below it.
@@ -243,7 +245,7 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
         unsafe { vamr_cond_resched() };
         done += n;
     }
-    count + clean.flush()
+    count + clean.map_or(0, |mut c| c.flush())
 }
 
 /// The read pins of [`unpin_table`], unpinned (not dirtied) 64 at a time.
