@@ -575,7 +575,7 @@ impl Region {
             (core::mem::take(&mut *self.table.lock()), slot)
         };
         self.notifier.remove();
-        let dropped = crate::pin::unpin_all(pins.into_pins());
+        let dropped = pins.unpin_all();
         self.stats.sub(Kind::PagesPinned, dropped as u64);
         self.stats.sub(Kind::Regions, 1);
         PinnedVmCharge::release(self.mm(), self.npages);

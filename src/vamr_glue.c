@@ -501,6 +501,12 @@ bool vamr_fatal_signal_pending(void)
 	return fatal_signal_pending(current);
 }
 
+/* cond_resched() (a macro): a rescheduling point in a long teardown (src/pin.rs, unpin_table). */
+void vamr_cond_resched(void)
+{
+	cond_resched();
+}
+
 /*
  * The module-wide counters (VAMR_STATS_GLOBAL), per CPU: an event adds to its
  * own CPU's counter (this_cpu_add(): no atomic operation, no shared cache

@@ -30,6 +30,7 @@ unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
 void *vamr_page_address(struct page *page);
 bool vamr_fatal_signal_pending(void);
+void vamr_cond_resched(void);
 void vamr_global_add(unsigned int idx, u64 n);
 u64 vamr_global_sum(unsigned int idx);
 u64 vamr_task_cpu_ns(void);

@@ -21,7 +21,9 @@ extern "C" {
 /// One pinned page of a region: the pin, whose owner's mark is the *suspect* flag (set by
 /// an invalidation over the page: the mapping may have changed, so accesses do not use the pin
 /// until the verify pass, or an access that pins again, checked it against the page table).
-/// One word ([`PinnedPage`]): 8 bytes per page of the region.
+/// One word ([`PinnedPage`]): 8 bytes per page of the region; `repr(transparent)`, so that
+/// teardown can hand the table to [`crate::pin::unpin_table`] as `Option<PinnedPage>` slots.
+#[repr(transparent)]
 pub(super) struct PagePin {
     pub(super) page: PinnedPage,
 }
@@ -48,6 +50,10 @@ impl PagePin {
         !self.suspect() && (!write || self.page.writable())
     }
 }
+
+// `unpin_all` passes the slots as `Option<PinnedPage>`s (`PagePin` is `repr(transparent)`).
+const _: () =
+    assert!(core::mem::size_of::<Option<PagePin>>() == core::mem::size_of::<Option<PinnedPage>>());
 
 /// The pin table of a region, under `Region::table`: one entry per page of the region;
 /// `None` is an absent page; used as a slice (`Deref`). A region of at most [`INLINE_SLOTS`]
@@ -104,14 +110,31 @@ impl core::ops::DerefMut for PinTable {
 }
 
 impl PinTable {
-    /// The pins, in page order (the table is consumed; teardown unpins them).
-    pub(super) fn into_pins(self) -> impl Iterator<Item = PinnedPage> {
-        let (inline, heap) = match self {
-            PinTable::Inline { slots, .. } => (Some(slots), None),
-            PinTable::Heap(v) => (None, Some(v)),
-        };
-        let inline = inline.into_iter().flat_map(|a| a.into_iter().flatten());
-        Iterator::chain(inline, heap.into_iter().flatten().flatten()).map(|p| p.page)
+    /// Unpins every pin of the table, which it consumes (teardown), dirtying the pages pinned
+    /// for writing; returns the number of pins released. Frees a `KVVec` table. Sleeps (folio
+    /// locks, rescheduling points), so no lock may be held.
+    pub(super) fn unpin_all(self) -> usize {
+        match self {
+            PinTable::Inline { slots, len } => {
+                // The pins go to `unpin_table`, which releases them: never dropped here.
+                let mut slots = core::mem::ManuallyDrop::new(slots);
+                // SAFETY: `len <= INLINE_SLOTS` initialized slots (the type invariant; the rest
+                // are `None`), given up: `ManuallyDrop` never drops or reads them again. A
+                // `PagePin` is a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+                unsafe { crate::pin::unpin_table(slots.as_mut_ptr().cast(), len) }
+            }
+            PinTable::Heap(v) => {
+                let (ptr, len, cap) = v.into_raw_parts();
+                // SAFETY: `ptr` holds `len` initialized slots, now ours (`into_raw_parts` gave
+                // up the vector without dropping them), given up to `unpin_table`; a `PagePin` is
+                // a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+                let n = unsafe { crate::pin::unpin_table(ptr.cast(), len) };
+                // SAFETY: the allocation `into_raw_parts` returned, with its capacity; length
+                // 0, so the slots (no longer valid) are neither read nor dropped, only freed.
+                drop(unsafe { KVVec::<Option<PagePin>>::from_raw_parts(ptr, 0, cap) });
+                n
+            }
+        }
     }
 }
 

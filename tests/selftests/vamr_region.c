@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -700,6 +701,129 @@ TEST_F(region, large_sparse_region)
 	ASSERT_EQ(0, vamr_unregister(self->fd, h));
 	EXPECT_EQ(vmpin, vamr_vmpin_kb());
 	munmap(a + len - tail, tail);
+}
+
+/*
+ * FOLL_PIN references taken and not yet released, machine-wide (/proc/vmstat,
+ * after vm.stat_refresh folds the per-CPU counts in), or -1 when they cannot
+ * be read (not root).
+ */
+static long long pins_outstanding(void)
+{
+	long long acq = -1, rel = -1, v;
+	char name[64];
+	FILE *f;
+	int fd;
+
+	fd = open("/proc/sys/vm/stat_refresh", O_WRONLY);
+	if (fd < 0)
+		return -1;
+	if (write(fd, "1\n", 2) != 2) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	f = fopen("/proc/vmstat", "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", name, &v) == 2) {
+		if (!strcmp(name, "nr_foll_pin_acquired"))
+			acq = v;
+		else if (!strcmp(name, "nr_foll_pin_released"))
+			rel = v;
+	}
+	fclose(f);
+	return acq < 0 || rel < 0 ? -1 : acq - rel;
+}
+
+/*
+ * PG_dirty of the page mapped at p (KPF_DIRTY of /proc/kpageflags, through the
+ * PFN in /proc/self/pagemap; pm and kf are those files open): 0 or 1, or -1
+ * when the page is not present or the PFN hidden (not root).
+ */
+static int page_dirty(int pm, int kf, const void *p)
+{
+	const uint64_t pfn_mask = (1ull << 55) - 1;
+	uint64_t ent, flags;
+
+	if (pread(pm, &ent, 8, (uintptr_t)p / PAGE * 8) != 8 || !(ent >> 63) || !(ent & pfn_mask))
+		return -1;
+	if (pread(kf, &flags, 8, (ent & pfn_mask) * 8) != 8)
+		return -1;
+	return (flags >> 4) & 1;
+}
+
+/*
+ * Teardown releases every pin (the machine's count of FOLL_PIN references
+ * not yet released is back where it was) and dirties exactly the pages
+ * pinned for writing (PG_dirty, which a CPU-written anonymous page has clear
+ * until something marks it): a writable region of 4200 pages, more than one
+ * 4096-page unpin chunk, pinned for writing at registration but for a hole of
+ * 100 pages across the chunk boundary, which is mapped afterwards and
+ * prefetched, so pinned for reading (more than one 64-page batch of read pins).
+ */
+TEST_F(region, teardown_unpins_and_dirties)
+{
+	size_t n = 4200, h0 = 4050, nh = 100, len = n * PAGE, i;
+	size_t dirty_w = 0, dirty_r = 0, dirty_before = 0;
+	long long before, during, after;
+	struct vamr_stats st;
+	uint32_t h, pages = 0;
+	uint8_t *a = map_aligned_2m(len), *hole;
+	int pm, kf, d;
+
+	ASSERT_NE(NULL, a);
+	hole = a + h0 * PAGE;
+	pattern_fill(a, len, 31, 0);
+	ASSERT_EQ(0, munmap(hole, nh * PAGE));
+	pm = open("/proc/self/pagemap", O_RDONLY);
+	kf = open("/proc/kpageflags", O_RDONLY);
+	before = pins_outstanding();
+	if (before < 0 || pm < 0 || kf < 0 || page_dirty(pm, kf, a) < 0) {
+		if (pm >= 0)
+			close(pm);
+		if (kf >= 0)
+			close(kf);
+		munmap(a, len);
+		SKIP(return, "vm.stat_refresh, pagemap PFNs or kpageflags not usable (not root?)");
+	}
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(hole, mmap(hole, nh * PAGE, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	ASSERT_EQ(0, madvise(hole, nh * PAGE, MADV_NOHUGEPAGE));
+	pattern_fill(hole, nh * PAGE, 32, 0);
+	ASSERT_EQ(0, vamr_prefetch(self->fd, h, hole, nh * PAGE, &pages));
+	EXPECT_EQ(nh, pages);
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(n, st.counters.pages_pinned);
+	during = pins_outstanding();
+	EXPECT_EQ(before + (long long)n, during);
+	/* The read pins hold what the CPU wrote; the write pins too. */
+	ASSERT_EQ(0, vamr_read(self->fd, h, hole, self->buf, nh * PAGE));
+	ASSERT_PATTERN(self->buf, nh * PAGE, 32, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 4000 * PAGE, self->buf, 50 * PAGE));
+	ASSERT_PATTERN(self->buf, 50 * PAGE, 31, 4000 * PAGE);
+	for (i = 0; i < n; i++)
+		dirty_before += page_dirty(pm, kf, a + i * PAGE) == 1;
+	/* Otherwise the check after teardown would prove nothing. */
+	ASSERT_EQ(0u, dirty_before) TH_LOG("pages already dirty before teardown");
+
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	after = pins_outstanding();
+	EXPECT_EQ(before, after) TH_LOG("%lld pins left after teardown", after - before);
+	for (i = 0; i < n; i++) {
+		d = page_dirty(pm, kf, a + i * PAGE);
+		ASSERT_LE(0, d) TH_LOG("page %zu not present", i);
+		if (i >= h0 && i < h0 + nh)
+			dirty_r += d;
+		else
+			dirty_w += d;
+	}
+	EXPECT_EQ(n - nh, dirty_w);
+	EXPECT_EQ(0u, dirty_r);
+	close(pm);
+	close(kf);
+	munmap(a, len);
 }
 
 /* Another mm (a forked child holding the fd) cannot use or remove the parent's regions. */
