@@ -265,6 +265,27 @@ static int connect_pair(struct rdma_pair *p)
 	return 0;
 }
 
+/*
+ * Destroys a CQ of create_cq(), then its channel (a channel with a CQ on it
+ * cannot go: EBUSY); either may be NULL. Returns the first error.
+ */
+static int destroy_cq(struct ibv_cq **cq, struct ibv_comp_channel **chan)
+{
+	int rc = 0, rc2;
+
+	if (*cq) {
+		rc = verbs_err(ibv_destroy_cq(*cq));
+		*cq = NULL;
+	}
+	if (*chan) {
+		rc2 = verbs_err(ibv_destroy_comp_channel(*chan));
+		if (!rc)
+			rc = rc2;
+		*chan = NULL;
+	}
+	return rc;
+}
+
 int rdma_pair_close(struct rdma_pair *p)
 {
 	int i, rc, first = 0;
@@ -280,31 +301,12 @@ int rdma_pair_close(struct rdma_pair *p)
 		}
 	}
 	for (i = 0; i < 2; i++) {
-		if (p->scq[i]) {
-			rc = verbs_err(ibv_destroy_cq(p->scq[i]));
-			if (rc && !first)
-				first = rc;
-			p->scq[i] = NULL;
-		}
-		if (p->rcq[i]) {
-			rc = verbs_err(ibv_destroy_cq(p->rcq[i]));
-			if (rc && !first)
-				first = rc;
-			p->rcq[i] = NULL;
-		}
-		/* After their CQs: a channel with a CQ on it cannot go (EBUSY). */
-		if (p->schan[i]) {
-			rc = verbs_err(ibv_destroy_comp_channel(p->schan[i]));
-			if (rc && !first)
-				first = rc;
-			p->schan[i] = NULL;
-		}
-		if (p->rchan[i]) {
-			rc = verbs_err(ibv_destroy_comp_channel(p->rchan[i]));
-			if (rc && !first)
-				first = rc;
-			p->rchan[i] = NULL;
-		}
+		rc = destroy_cq(&p->scq[i], &p->schan[i]);
+		if (rc && !first)
+			first = rc;
+		rc = destroy_cq(&p->rcq[i], &p->rchan[i]);
+		if (rc && !first)
+			first = rc;
 	}
 	if (p->pd) {
 		rc = verbs_err(ibv_dealloc_pd(p->pd));
