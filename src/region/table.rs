@@ -118,16 +118,16 @@ impl PinTable {
             PinTable::Inline { slots, len } => {
                 // The pins go to `unpin_table`, which releases them: never dropped here.
                 let mut slots = core::mem::ManuallyDrop::new(slots);
-                // SAFETY: `len <= INLINE_SLOTS` initialized slots (the type invariant; the rest
-                // are `None`), given up: `ManuallyDrop` never drops or reads them again. A
-                // `PagePin` is a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+                // A `PagePin` is a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+                // SAFETY: `len <= INLINE_SLOTS` initialized slots (type invariant), given up:
+                // `ManuallyDrop` never drops or reads them again.
                 unsafe { crate::pin::unpin_table(slots.as_mut_ptr().cast(), len) }
             }
             PinTable::Heap(v) => {
                 let (ptr, len, cap) = v.into_raw_parts();
-                // SAFETY: `ptr` holds `len` initialized slots, now ours (`into_raw_parts` gave
-                // up the vector without dropping them), given up to `unpin_table`; a `PagePin` is
+                // `into_raw_parts` gave the vector up without dropping its slots; a `PagePin` is
                 // a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+                // SAFETY: `ptr` holds `len` initialized slots, now ours, given up to the call.
                 let n = unsafe { crate::pin::unpin_table(ptr.cast(), len) };
                 // SAFETY: the allocation `into_raw_parts` returned, with its capacity; length
                 // 0, so the slots (no longer valid) are neither read nor dropped, only freed.
