@@ -57,11 +57,6 @@ if [ "$sanitize" = 0 ]; then
 	# as whatever is left of them: under TCG the one-node guest keeps about
 	# one core busy on average (2 vCPUs, but its tests run one after the
 	# other), each node about half of one, so on 2 cores they overlap well.
-	# The critical path is the build, then the one-node guest (the longest
-	# part); the host checks are not on it (they end long before the guests),
-	# so they run niced (VAMR_HOST_CHECKS_NICE, default 10): they take the
-	# cycles the build and the guests leave, instead of slowing the build
-	# down and with it the start of the guests.
 	# VAMR_SERIAL=1, or less than 6 GiB of available memory (the guests take
 	# 2 + 2 x 1.5 GiB), runs them one after the other.
 	serial=${VAMR_SERIAL:-0}
@@ -75,7 +70,7 @@ if [ "$sanitize" = 0 ]; then
 	host_checks() {
 		local t=$SECONDS
 		log "host checks (dkms build, make install): $logdir/host-checks.log"
-		nice -n "${VAMR_HOST_CHECKS_NICE:-10}" "$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
+		"$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
 			[ -s "$logdir/host.tap" ] || printf '### BEGIN tap host\n### END tap host rc=1\n' >"$logdir/host.tap"
 		echo "host checks $((SECONDS - t))s" >>"$logdir/times"
 	}
