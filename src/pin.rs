@@ -29,6 +29,14 @@ extern "C" {
     fn vamr_cond_resched();
 }
 
+/// A resched point (`cond_resched()`) for loops whose length a user controls (the size of a
+/// region): called once per batch of table slots, it bounds how long such a loop keeps the CPU
+/// on a kernel without preemption. Context: may sleep; the caller holds no spinlock.
+pub(crate) fn cond_resched() {
+    // SAFETY: no preconditions; the caller holds no spinlock (see above).
+    unsafe { vamr_cond_resched() };
+}
+
 /// Faults the page at `addr` of `mm` in (for writing when `write`) without pinning it, waiting
 /// for a userfaultfd handler if the VMA has one (`fixup_user_fault()` with retry). Used by a
 /// fault request on behalf of an access that cannot wait itself. Errors: `EFAULT`, `EINTR`,
@@ -241,8 +249,8 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
             unsafe { bindings::unpin_user_pages_dirty_lock(chunk, dirty, true) };
             count += dirty;
         }
-        // SAFETY: no preconditions; teardown may sleep and holds no lock here.
-        unsafe { vamr_cond_resched() };
+        // Teardown may sleep and holds no lock here.
+        cond_resched();
         done += n;
     }
     count + clean.map_or(0, |mut c| c.flush())

@@ -285,6 +285,12 @@ impl InvalidateHandler for Region {
                     pin.release_in_invalidation();
                     dropped += 1;
                 }
+                // A user sizes this loop (a region of millions of pages): a resched point
+                // per batch where the invalidation may sleep, as `pages` is a mutex. A
+                // non-blockable one (the OOM reaper) runs through without, as ODP's does.
+                if range.blockable() {
+                    crate::pin::cond_resched();
+                }
             }
             self.stats.add(Kind::PagesUnpinned, dropped);
             self.stats.sub(Kind::PagesPinned, dropped);
@@ -312,6 +318,10 @@ impl InvalidateHandler for Region {
             }
             drop(table);
             idx = end;
+            // As above: one resched point per chunk of the table.
+            if range.blockable() {
+                crate::pin::cond_resched();
+            }
         }
         let r = (range.start(), range.end());
         trace::invalidate(self.start, r, event, marked, 0, range.blockable());
