@@ -76,7 +76,8 @@ const _: () =
 ///
 /// `tagged` is a `struct page` pointer plus a combination of the `TAG_*` bits (the page
 /// address has them clear); the page holds one `FOLL_PIN` reference owned by this value,
-/// released exactly once, by `Drop` or by [`PinnedPage::release_in_invalidation`].
+/// released exactly once, by `Drop`, by [`PinnedPage::release_in_invalidation`], or by
+/// [`unpin_table`] for the pins of a table given up to it.
 #[repr(transparent)]
 pub(crate) struct PinnedPage {
     tagged: NonNull<bindings::page>,
@@ -175,9 +176,9 @@ impl PinnedPage {
 }
 
 impl Drop for PinnedPage {
-    /// Dirties (when the pin allowed writes) and unpins the page, outside invalidations: may
-    /// sleep on the folio lock (`unpin_user_pages_dirty_lock()`), so no spinlock and no region
-    /// lock may be held.
+    /// Dirties (when the pin was taken for writing, even if writes were forbidden since) and
+    /// unpins the page, outside invalidations: may sleep on the folio lock
+    /// (`unpin_user_pages_dirty_lock()`), so no spinlock and no region lock may be held.
     fn drop(&mut self) {
         let mut page = self.as_ptr();
         // SAFETY: by the type invariant `page` holds our pin, released only here; the array has

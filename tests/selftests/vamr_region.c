@@ -826,6 +826,90 @@ TEST_F(region, teardown_unpins_and_dirties)
 	munmap(a, len);
 }
 
+/*
+ * The same for a pin table kept in the region itself (4 pages or fewer), with
+ * the pins that change kind: pages 0-1 pinned for writing at registration,
+ * then made read-only (mprotect: the verify pass keeps the pins but forbids
+ * writes through them); page 2 a hole, mapped later, prefetched for reading and
+ * then written through the region (the write pin replaces the read pin); page
+ * 3 likewise, only read. Teardown releases all 4 pins and dirties pages 0-2
+ * (pinned for writing, downgraded or not), not page 3. A read-only region of
+ * 3 pages (read pins only) then releases its pins without dirtying any.
+ */
+TEST_F(region, teardown_small_table_dirties_write_pins)
+{
+	size_t n = 4, len = n * PAGE, i;
+	long long before, during, after;
+	struct vamr_stats st;
+	uint32_t h, pages = 0;
+	uint8_t *a = map_anon(len);
+	int pm, kf, d;
+
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, len, 41, 0);
+	ASSERT_EQ(0, munmap(a + 2 * PAGE, 2 * PAGE));
+	pm = open("/proc/self/pagemap", O_RDONLY);
+	kf = open("/proc/kpageflags", O_RDONLY);
+	before = pins_outstanding();
+	if (before < 0 || pm < 0 || kf < 0 || page_dirty(pm, kf, a) < 0) {
+		if (pm >= 0)
+			close(pm);
+		if (kf >= 0)
+			close(kf);
+		munmap(a, len);
+		SKIP(return, "vm.stat_refresh, pagemap PFNs or kpageflags not usable (not root?)");
+	}
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, remap_fixed(a + 2 * PAGE, 2 * PAGE));
+	pattern_fill(a + 2 * PAGE, 2 * PAGE, 42, 0);
+	ASSERT_EQ(0, vamr_prefetch(self->fd, h, a + 2 * PAGE, 2 * PAGE, &pages));
+	EXPECT_EQ(2u, pages);
+	/* Page 2 through the region: a write pin in place of its read pin. */
+	pattern_fill(self->buf, PAGE, 43, 0);
+	ASSERT_EQ(0, vamr_write(self->fd, h, a + 2 * PAGE, self->buf, PAGE));
+	ASSERT_PATTERN(a + 2 * PAGE, PAGE, 43, 0);
+	ASSERT_EQ(0, mprotect(a, 2 * PAGE, PROT_READ));
+	ASSERT_EQ(2u, vamr_wait_counter(self->fd, h, offsetof(struct vamr_counters, pins_kept), 2,
+					2000));
+	/* The downgraded pins no longer take writes. */
+	EXPECT_NE(0, vamr_write(self->fd, h, a, self->buf, PAGE));
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(n, st.counters.pages_pinned);
+	during = pins_outstanding();
+	EXPECT_EQ(before + (long long)n, during);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, page_dirty(pm, kf, a + i * PAGE)) TH_LOG("page %zu dirty before teardown", i);
+
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	after = pins_outstanding();
+	EXPECT_EQ(before, after) TH_LOG("%lld pins left after teardown", after - before);
+	for (i = 0; i < n; i++) {
+		d = page_dirty(pm, kf, a + i * PAGE);
+		EXPECT_EQ(i < 3 ? 1 : 0, d) TH_LOG("page %zu", i);
+	}
+
+	/* A read-only region: read pins only, none dirtied. */
+	ASSERT_EQ(0, mprotect(a, 2 * PAGE, PROT_READ | PROT_WRITE));
+	ASSERT_EQ(0, munmap(a, len));
+	a = map_anon(3 * PAGE);
+	ASSERT_NE(NULL, a);
+	pattern_fill(a, 3 * PAGE, 44, 0);
+	before = pins_outstanding();
+	ASSERT_EQ(0, vamr_register(self->fd, a, 3 * PAGE, VAMR_ACCESS_READ, 0, &h));
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(3u, st.counters.pages_pinned);
+	EXPECT_EQ(before + 3, pins_outstanding());
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 3 * PAGE));
+	ASSERT_PATTERN(self->buf, 3 * PAGE, 44, 0);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	EXPECT_EQ(before, pins_outstanding());
+	for (i = 0; i < 3; i++)
+		EXPECT_EQ(0, page_dirty(pm, kf, a + i * PAGE)) TH_LOG("read-only page %zu", i);
+	close(pm);
+	close(kf);
+	munmap(a, 3 * PAGE);
+}
+
 /* Another mm (a forked child holding the fd) cannot use or remove the parent's regions. */
 TEST_F(region, other_mm_gets_eperm)
 {
