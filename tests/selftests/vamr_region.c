@@ -754,6 +754,26 @@ static int page_dirty(int pm, int kf, const void *p)
 }
 
 /*
+ * Opens pagemap and kpageflags into *pm and *kf and reads the machine's count
+ * of FOLL_PIN references not yet released into *before: 0 when all of it is
+ * usable (page a's dirty bit can be read), else -1 with both files closed
+ * (not root, or no vm.stat_refresh: the caller skips).
+ */
+static int pin_probes_open(int *pm, int *kf, long long *before, const void *a)
+{
+	*pm = open("/proc/self/pagemap", O_RDONLY);
+	*kf = open("/proc/kpageflags", O_RDONLY);
+	*before = pins_outstanding();
+	if (*before >= 0 && *pm >= 0 && *kf >= 0 && page_dirty(*pm, *kf, a) >= 0)
+		return 0;
+	if (*pm >= 0)
+		close(*pm);
+	if (*kf >= 0)
+		close(*kf);
+	return -1;
+}
+
+/*
  * Teardown releases every pin (the machine's count of FOLL_PIN references
  * not yet released is back where it was) and dirties exactly the pages
  * pinned for writing (PG_dirty, which a CPU-written anonymous page has clear
@@ -776,14 +796,7 @@ TEST_F(region, teardown_unpins_and_dirties)
 	hole = a + h0 * PAGE;
 	pattern_fill(a, len, 31, 0);
 	ASSERT_EQ(0, munmap(hole, nh * PAGE));
-	pm = open("/proc/self/pagemap", O_RDONLY);
-	kf = open("/proc/kpageflags", O_RDONLY);
-	before = pins_outstanding();
-	if (before < 0 || pm < 0 || kf < 0 || page_dirty(pm, kf, a) < 0) {
-		if (pm >= 0)
-			close(pm);
-		if (kf >= 0)
-			close(kf);
+	if (pin_probes_open(&pm, &kf, &before, a)) {
 		munmap(a, len);
 		SKIP(return, "vm.stat_refresh, pagemap PFNs or kpageflags not usable (not root?)");
 	}
@@ -848,14 +861,7 @@ TEST_F(region, teardown_small_table_dirties_write_pins)
 	ASSERT_NE(NULL, a);
 	pattern_fill(a, len, 41, 0);
 	ASSERT_EQ(0, munmap(a + 2 * PAGE, 2 * PAGE));
-	pm = open("/proc/self/pagemap", O_RDONLY);
-	kf = open("/proc/kpageflags", O_RDONLY);
-	before = pins_outstanding();
-	if (before < 0 || pm < 0 || kf < 0 || page_dirty(pm, kf, a) < 0) {
-		if (pm >= 0)
-			close(pm);
-		if (kf >= 0)
-			close(kf);
+	if (pin_probes_open(&pm, &kf, &before, a)) {
 		munmap(a, len);
 		SKIP(return, "vm.stat_refresh, pagemap PFNs or kpageflags not usable (not root?)");
 	}
