@@ -196,11 +196,12 @@ const UNPIN_CHUNK: usize = 4096;
 ///
 /// Works in place, so that a page costs vamr one load and one store besides the kernel's own
 /// unpin (the loop it replaces, which sorted each pin into one of two 64-entry arrays on the
-/// stack, took 12% of a 1 GiB VA MR's deregistration in a perf profile): each run of up to [`UNPIN_CHUNK`] slots is compacted to its start as
-/// untagged page pointers of the pins taken for writing, which one
-/// `unpin_user_pages_dirty_lock(.., true)` call releases; read pins (rare: read prefetch,
-/// on-demand reads, read-only regions) go through a 64-entry array on the stack. Outside
-/// invalidations only: may sleep on folio locks and reschedules, so no lock may be held.
+/// stack, took 12% of a 1 GiB VA MR's deregistration in a perf profile): each run of up to
+/// [`UNPIN_CHUNK`] slots is compacted to its start as untagged page pointers of the pins taken
+/// for writing, which one `unpin_user_pages_dirty_lock(.., true)` call releases; read pins
+/// (rare: read prefetch, on-demand reads, read-only regions) go through a 64-entry array on the
+/// stack. Outside invalidations only: may sleep on folio locks and reschedules, so no lock may
+/// be held.
 ///
 /// # Safety
 ///

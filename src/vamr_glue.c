@@ -501,7 +501,10 @@ bool vamr_fatal_signal_pending(void)
 	return fatal_signal_pending(current);
 }
 
-/* cond_resched() (a macro): a rescheduling point in a long teardown (src/pin.rs, unpin_table). */
+/*
+ * cond_resched() (a macro): the rescheduling point of loops a region's size
+ * bounds (src/pin.rs, cond_resched(): teardown, large invalidations).
+ */
 void vamr_cond_resched(void)
 {
 	cond_resched();
