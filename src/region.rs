@@ -32,7 +32,6 @@ use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
-use kernel::time::{Instant, Monotonic};
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
@@ -647,13 +646,12 @@ impl Registration {
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
         let mode = region.registration_mode();
-        // The pin rounds' cost, for the benchmark (`stats::Extra`): two clock reads.
-        let (t0, c0) = (Instant::<Monotonic>::now(), stats::task_cpu_ns());
+        // The pin rounds' cost, for the benchmark (`stats::Extra`; clocks only when it asks).
+        let clock = stats::RoundClock::start();
         let filled = region.fill(mm, 0, region.npages, PinCause::Register, mode);
         if let Ok(n) = filled {
             stats::extra_add(Extra::RegPinPages, n as u64);
-            stats::extra_add(Extra::RegPinNs, t0.elapsed().as_nanos().max(0) as u64);
-            stats::extra_add(Extra::RegPinCpuNs, stats::task_cpu_ns().wrapping_sub(c0));
+            clock.add_to(Extra::RegPinNs, Extra::RegPinCpuNs);
         }
         let (pinned, err) = match filled {
             Ok(n) => (n, 0),

@@ -9,7 +9,10 @@
 
 use crate::notifier::Event;
 use crate::uapi;
+use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
+use kernel::time::{Instant, Monotonic};
+use kernel::uaccess::UserSliceReader;
 
 // Declarations: src/vamr_glue.h.
 extern "C" {
@@ -67,7 +70,9 @@ const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
 /// invalidation kinds; read in debugfs (`vamr/access_pins`, [`debugfs_access_pins`]).
 ///
 /// Two clocks: wall time (`ktime_get()`), which also counts the time the task waited for a
-/// CPU, and the task's own CPU time ([`task_cpu_ns`]), which is the cost.
+/// CPU, and the task's own CPU time ([`task_cpu_ns`]), which is the cost; read only while
+/// debugfs `vamr/pin_clocks` is 1 ([`RoundClock`]), so the time counters cover the rounds that
+/// ran while it was.
 #[derive(Clone, Copy)]
 pub(crate) enum Extra {
     /// Nanoseconds of wall time spent in on-demand pin rounds of accesses, from the decision
@@ -86,6 +91,63 @@ pub(crate) enum Extra {
     /// On-demand pin rounds of accesses counted in the three `AccessPin*` counters (the
     /// pages per round tell a round's fixed cost from its cost per page).
     AccessPinRounds,
+}
+
+/// Whether pin rounds read the clocks behind the time counters of [`Extra`] (0 or 1): debugfs
+/// `vamr/pin_clocks`, 0 at load. The clocks cost a pin round four reads (`ktime_get()` and
+/// [`task_cpu_ns`], at its start and end), about 4 µs per registration under TCG in a profile
+/// of 4 KiB registrations (2026-12-02): a benchmark turns them on around what it measures,
+/// nobody else pays for them. The page and round counts are kept either way.
+static PIN_CLOCKS: Atomic<u32> = Atomic::new(0);
+
+/// The clocks of one pin round, for the time counters of [`Extra`]: read at the round's start
+/// by [`RoundClock::start`] when debugfs `vamr/pin_clocks` is 1, else not at all.
+pub(crate) struct RoundClock(Option<(Instant<Monotonic>, u64)>);
+
+impl RoundClock {
+    /// Starts the clocks of a round (when they are on). Any context, does not sleep.
+    pub(crate) fn start() -> Self {
+        if PIN_CLOCKS.load(Relaxed) == 0 {
+            return RoundClock(None);
+        }
+        RoundClock(Some((Instant::now(), task_cpu_ns())))
+    }
+
+    /// Adds the wall time since [`RoundClock::start`] to `ns` and the task's CPU time since
+    /// then to `cpu_ns` (when the clocks were on at the start). Any context, does not sleep.
+    pub(crate) fn add_to(&self, ns: Extra, cpu_ns: Extra) {
+        if let Some((t0, c0)) = self.0 {
+            extra_add(ns, t0.elapsed().as_nanos().max(0) as u64);
+            extra_add(cpu_ns, task_cpu_ns().wrapping_sub(c0));
+        }
+    }
+}
+
+/// debugfs `vamr/pin_clocks`, read: `0` or `1`.
+pub(crate) fn debugfs_pin_clocks_show(
+    _: &(),
+    f: &mut kernel::fmt::Formatter<'_>,
+) -> kernel::fmt::Result {
+    writeln!(f, "{}", PIN_CLOCKS.load(Relaxed))
+}
+
+/// debugfs `vamr/pin_clocks`, written: `0` (off) or `1` (on), optionally followed by a newline.
+/// Errors: `EINVAL` for anything else (or more than 8 bytes), `EFAULT` from the copy. Process
+/// context (the user copy may fault).
+pub(crate) fn debugfs_pin_clocks_store(_: &(), r: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 8];
+    let n = r.len();
+    if n == 0 || n > buf.len() {
+        return Err(EINVAL);
+    }
+    r.read_slice(&mut buf[..n])?;
+    let on = match &buf[..n] {
+        b"0" | b"0\n" => 0,
+        b"1" | b"1\n" => 1,
+        _ => return Err(EINVAL),
+    };
+    PIN_CLOCKS.store(on, Relaxed);
+    Ok(())
 }
 
 /// Where the [`Extra`] counters start in the per-CPU array.

@@ -139,6 +139,9 @@ struct VamrModule {
     /// debugfs `vamr/access_pins` (the slow path's cost, `stats::Extra`; `None` when it could
     /// not be allocated: a diagnostic only), then its directory.
     _access_pins: Option<Pin<KBox<File<()>>>>,
+    /// debugfs `vamr/pin_clocks` (whether pin rounds read the clocks behind `access_pins`'s
+    /// times, `stats::RoundClock`; `None` as above).
+    _pin_clocks: Option<Pin<KBox<File<()>>>>,
     _debugfs: Dir,
 }
 
@@ -153,12 +156,23 @@ impl kernel::InPlaceModule for VamrModule {
             GFP_KERNEL,
         )
         .ok();
+        let pin_clocks = KBox::pin_init(
+            debugfs.read_write_callback_file(
+                c"pin_clocks",
+                (),
+                &stats::debugfs_pin_clocks_show,
+                &stats::debugfs_pin_clocks_store,
+            ),
+            GFP_KERNEL,
+        )
+        .ok();
         try_pin_init!(Self {
             _verify_timers: VerifyTimers,
             _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,
             _fault_wq: ModuleQueue::new(c"vamr_fault", &FAULT_WORKQUEUE)?,
             _globals: Globals,
             _access_pins: access_pins,
+            _pin_clocks: pin_clocks,
             _debugfs: debugfs,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),
         })

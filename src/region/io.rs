@@ -12,7 +12,6 @@ use kernel::bindings;
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
-use kernel::time::{Instant, Monotonic};
 
 /// Direction of a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -214,8 +213,8 @@ impl Region {
     /// round. Success does not promise a usable pin (an invalidation may have won): the caller
     /// looks again. Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
-        // The slow path's cost, for the benchmark (`stats::Extra`): one clock read per round.
-        let (t0, c0) = (Instant::<Monotonic>::now(), stats::task_cpu_ns());
+        // The slow path's cost, for the benchmark (`stats::Extra`; clocks only when it asks).
+        let clock = stats::RoundClock::start();
         let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
         let mode = PinMode {
             write,
@@ -254,8 +253,7 @@ impl Region {
             self.ahead.set(idx, idx + n.max(fault), size);
             stats::extra_add(Extra::AccessPinRounds, 1);
             stats::extra_add(Extra::AccessPinPages, n as u64);
-            stats::extra_add(Extra::AccessPinNs, t0.elapsed().as_nanos().max(0) as u64);
-            stats::extra_add(Extra::AccessPinCpuNs, stats::task_cpu_ns().wrapping_sub(c0));
+            clock.add_to(Extra::AccessPinNs, Extra::AccessPinCpuNs);
         }
         match pinned {
             // A userfault that this context must not wait for: a work item delivers it to
