@@ -477,6 +477,38 @@ impl Pins {
         }
     }
 
+    /// Moves the pins, in address order, into `slots`, the `i`-th as `Some(wrap(pin))` into
+    /// `slots[i]`, overwriting what is there (the caller makes sure it is `None`), and leaves
+    /// `self` empty; returns `true`. No test per pin for a batch in a `KVec`. `slots.len()` must
+    /// be [`Pins::len`]: otherwise nothing moves (the pins stay in `self`, unpinned when it is
+    /// dropped) and the result is `false`.
+    pub(crate) fn move_into<T>(
+        &mut self,
+        slots: &mut [Option<T>],
+        wrap: impl Fn(PinnedPage) -> T,
+    ) -> bool {
+        if slots.len() != self.len() {
+            return false;
+        }
+        match self {
+            Pins::Many(v) => {
+                // Equal lengths: every drained pin lands in a slot, none is dropped here.
+                for (slot, pin) in slots.iter_mut().zip(v.drain_all()) {
+                    *slot = Some(wrap(pin));
+                }
+            }
+            Pins::Few { pins, len } => {
+                for (slot, pin) in slots.iter_mut().zip(pins[..*len].iter_mut()) {
+                    if let Some(pin) = pin.take() {
+                        *slot = Some(wrap(pin));
+                    }
+                }
+                *len = 0;
+            }
+        }
+        true
+    }
+
     /// The pins, in address order.
     pub(crate) fn into_pins(self) -> impl Iterator<Item = PinnedPage> {
         let (few, many) = match self {

