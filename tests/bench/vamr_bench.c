@@ -590,6 +590,102 @@ static double kpin_pages, kpin_rounds;
 static int kpin_ok = 1;
 /* The same in the owner's context, through /dev/vamr: CPU us per page. */
 static struct cell opin_cpu_pp, oreg_cpu_pp;
+/*
+ * The rxe line again with rxe's work items on the benchmark's CPU (see
+ * same_cpu_first_access()): CPU us per page, on demand and at registration.
+ */
+static struct cell spin_cpu_pp, sreg_cpu_pp;
+static int same_cpu_ok = 1;
+
+#define WQ_CPUMASK "/sys/devices/virtual/workqueue/cpumask"
+
+/* Reads (buf != NULL: into buf) or writes (val) the unbound workqueue cpumask. 0 or -1. */
+static int wq_cpumask(char *buf, size_t size, const char *val)
+{
+	FILE *f = fopen(WQ_CPUMASK, buf ? "r" : "w");
+	int bad;
+
+	if (!f)
+		return -1;
+	if (buf)
+		bad = !fgets(buf, size, f);
+	else
+		bad = fputs(val, f) < 0;
+	return fclose(f) || bad ? -1 : 0;
+}
+
+/*
+ * [3b]'s in-kernel VA line once more, with the unbound workqueues (rxe's
+ * rxe_wq among them) confined to the CPU the benchmark runs on, and the
+ * benchmark pinned there: the responder's on-demand round then runs on the CPU
+ * where the process has just faulted the new pages in, as registration does,
+ * so the ratio is vamr's path alone, without the cost of touching those
+ * pages' page tables and struct pages from another CPU (Documentation/
+ * build-and-test.rst, [3b]). The previous cpumask and affinity are restored.
+ * The bytes are checked as in [3b]. 0, or -1 (not measured: no root, no such
+ * file, or a failed transfer).
+ */
+static int same_cpu_first_access(uint8_t *src, uint32_t src_lkey)
+{
+	const size_t len = REMAP_PAGES * PAGE;
+	char saved[256], mask[32];
+	cpu_set_t old, one;
+	int cpu = sched_getcpu(), j, ret = -1;
+	struct kpins acc = {};
+
+	if (cpu < 0 || cpu >= 32 || wq_cpumask(saved, sizeof(saved), NULL) ||
+	    sched_getaffinity(0, sizeof(old), &old))
+		return -1;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	snprintf(mask, sizeof(mask), "%x", 1u << cpu);
+	if (sched_setaffinity(0, sizeof(one), &one) || wq_cpumask(NULL, 0, mask))
+		goto out;
+	for (j = -1; j < FIRST_REPS; j++) {
+		uint8_t *a = buf_alloc(len, 1);
+		struct kpins p0, p1, p2, p3;
+		struct ibv_mr *mr;
+		long e = 0, got;
+
+		if (!a)
+			goto out;
+		if (access_pins(&p0) || !(mr = reg(a, len, VA)) || access_pins(&p1)) {
+			munmap(a, len);
+			goto out;
+		}
+		got = write_once(src, src_lkey, a, mr->rkey, len) ? -1 : 0;
+		if (!got && !remap_touched(a, len) && !access_pins(&p2)) {
+			got = stream_strided(IBV_WR_RDMA_WRITE, src, src_lkey, a, mr->rkey, len,
+					     FIRST_SMALL, PAGE, REMAP_PAGES * FIRST_SMALL, 0, &e);
+			if (got < 0 || e || access_pins(&p3) || !landed(a, src, len, 1))
+				got = -1;
+		} else {
+			got = -1;
+		}
+		dereg(mr);
+		munmap(a, len);
+		if (got < 0) {
+			fail("same-CPU [3b]: per-page WRITEs after the remap failed or landed wrong");
+			goto out;
+		}
+		if (j < 0)
+			continue; /* warm-up, as in [3b] */
+		acc.reg_cpu_ns += p1.reg_cpu_ns - p0.reg_cpu_ns;
+		acc.reg_pages += p1.reg_pages - p0.reg_pages;
+		acc.cpu_ns += p3.cpu_ns - p2.cpu_ns;
+		acc.pages += p3.pages - p2.pages;
+	}
+	if (acc.pages > 0 && acc.reg_pages > 0) {
+		put(&spin_cpu_pp, acc.cpu_ns / 1e3 / acc.pages);
+		put(&sreg_cpu_pp, acc.reg_cpu_ns / 1e3 / acc.reg_pages);
+		ret = 0;
+	}
+out:
+	if (wq_cpumask(NULL, 0, saved))
+		fail("same-CPU [3b]: cannot restore %s to %s", WQ_CPUMASK, saved);
+	sched_setaffinity(0, sizeof(old), &old);
+	return ret;
+}
 
 /*
  * One round of the owner-context variant of [3b]: register REMAP_PAGES
@@ -808,6 +904,8 @@ next:
 		}
 		if (owner_first_access())
 			kpin_ok = 0;
+		if (same_cpu_first_access(src, src_mr->lkey))
+			same_cpu_ok = 0;
 		progress("first access round %d done", r + 1);
 	}
 	dereg(src_mr);
@@ -1666,6 +1764,16 @@ static void print_table(double wall_s)
 		       "", "", cmed(&opin_cpu_pp), cmin(&opin_cpu_pp), cmax(&opin_cpu_pp),
 		       cmed(&oreg_cpu_pp), cmin(&oreg_cpu_pp), cmax(&oreg_cpu_pp),
 		       cmed(&opin_cpu_pp) / cmed(&oreg_cpu_pp));
+		if (same_cpu_ok && spin_cpu_pp.n)
+			printf("%-10s the rxe line with rxe's work items on the benchmark's CPU, where the pages were\n"
+			       "%-10s just faulted in (unbound workqueue cpumask): CPU on demand %.3g [%.3g..%.3g],\n"
+			       "%-10s at registration %.3g [%.3g..%.3g]: %.2fx\n",
+			       "", "", cmed(&spin_cpu_pp), cmin(&spin_cpu_pp), cmax(&spin_cpu_pp), "",
+			       cmed(&sreg_cpu_pp), cmin(&sreg_cpu_pp), cmax(&sreg_cpu_pp),
+			       cmed(&spin_cpu_pp) / cmed(&sreg_cpu_pp));
+		else
+			printf("%-10s the rxe line on the benchmark's CPU: not measured (%s not writable?)\n",
+			       "", WQ_CPUMASK);
 	} else
 		printf("%-10s va: not measured (debugfs vamr/access_pins not readable)\n", "in-kernel");
 	snprintf(title, sizeof(title),
