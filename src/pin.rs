@@ -421,6 +421,8 @@ pub(crate) fn pin_user_range(
         if len == 0 {
             return Err(EFAULT);
         }
+        // INVARIANT: `pins[..len]` hold the pages from `start` on, in order (the loop above
+        // stops at the first hole in GUP's result); the rest are `None`; `len <= FEW_PINS`.
         return Ok(Pins::Few { pins, len });
     }
     // One buffer: GUP writes page pointers into it, and each becomes, in place, the
@@ -450,6 +452,8 @@ pub(crate) fn pin_user_range(
     if out.is_empty() {
         return Err(EFAULT);
     }
+    // INVARIANT: `out[i]` is the page at `start + i` pages (pushed in order, up to the first
+    // hole in GUP's result).
     Ok(Pins::Many(out))
 }
 
@@ -459,6 +463,15 @@ pub(crate) const FEW_PINS: usize = 8;
 /// The pins of one [`pin_user_range`] round, in address order: up to [`FEW_PINS`] in the value
 /// itself (64 bytes), so that the rounds of small registrations and of single-page accesses
 /// allocate nothing, more in a `KVec`. Dropping it unpins what it still holds.
+///
+/// # Invariants
+///
+/// - The `i`-th pin (`pins[i]` of `Few`, `v[i]` of `Many`) is the page at the round's start
+///   address plus `i` pages: the region's commit puts it in slot `idx + i` (`src/region/fill.rs`).
+/// - `Few`: `len <= FEW_PINS`, `pins[..len]` are all `Some` and `pins[len..]` all `None`
+///   ([`Pins::into_pins`] and [`Pins::move_into`] count on it to keep the order and the count).
+/// - Only [`pin_user_range`] makes one, with at least one pin; [`Pins::move_into`] leaves it
+///   empty (`len == 0`, or an empty `KVec`), to be dropped.
 pub(crate) enum Pins {
     /// `len` pins, in `pins[..len]` (the rest is `None`).
     Few {
@@ -503,6 +516,7 @@ impl Pins {
                         *slot = Some(wrap(pin));
                     }
                 }
+                // INVARIANT: every pin was taken, so `pins` is all `None` again.
                 *len = 0;
             }
         }

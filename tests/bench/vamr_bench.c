@@ -428,11 +428,12 @@ static size_t mem_available(void)
 	return kb * KIB;
 }
 
-/* Registrations per round at 4 KiB and 1 MiB (the cell is their mean): one
- * interrupt or RCU batch in a 30 us deregistration moves a mean of 8 by tens
- * of percent. */
+/* Registrations per round at 4 KiB and 1 MiB (the round's value is their
+ * median; their mean goes to reg_mean_us): one interrupt or RCU batch in a
+ * 30 us deregistration moves a mean of 8 by tens of percent. */
 #define REG_REPS 32
-/* ... and at 64M and at 1G (the round's value is the median of them too). */
+/* ... at 64M and in the last column (1G, or the largest power of two that
+ * fits: REG_REPS_64M when that is 64M); the round's value is their median. */
 #define REG_REPS_64M 7
 #define REG_REPS_BIG 3
 #define STR_(x) #x
