@@ -116,6 +116,18 @@ guest_qemu() {
 		"$@" </dev/null 2>"$nlog/qemu.log"
 }
 
+# qemu_aborted_in_boot NODELOGDIR: status 0 when QEMU itself stopped on one of
+# its own assertions (a "qemu-system-...: ...: Assertion ... failed." line in
+# NODELOGDIR/qemu.log) while the guest kernel was still booting, before it ran
+# init (no "Run ... as init process" in console.log): nothing of vamr's had run
+# (its modules load from init), so booting again tests the same thing. Seen
+# once, 2026-12-02, QEMU 10.0.2 under TCG: iotlb_to_section()'s assertion
+# (system/physmem.c) while the kernel enumerated PCI.
+qemu_aborted_in_boot() {
+	grep -q '^qemu-system-[^:]*: .*Assertion .* failed' "$1/qemu.log" 2>/dev/null &&
+		! grep -q 'Run .* as init process' "$1/console.log" 2>/dev/null
+}
+
 # check_guest_kernel KDIR: the options the guests need (virtio, 9p root,
 # overlay; scripts/kconfig/vamr-test.config), and sshd for the nodes.
 check_guest_kernel() {
