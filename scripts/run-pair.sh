@@ -77,59 +77,83 @@ boot() { # node mac local-socket remote-socket
 		-device virtio-net-pci,netdev=link,mac="$mac" -nic none
 }
 
-log "booting the two nodes (${VAMR_ACCEL:-tcg}, watchdog ${timeout_s}s): logs in $logdir"
-t0=$SECONDS
-# QEMU binds each local socket when it starts; the first datagrams of the
-# other guest may be lost until then (nothing is sent before both booted).
-(boot a 52:54:00:12:34:01 "$sock_a" "$sock_b") &
-pid_a=$!
-(boot b 52:54:00:12:34:02 "$sock_b" "$sock_a") &
-pid_b=$!
-teardown() {
-	kill "$pid_a" "$pid_b" 2>/dev/null || true
-	wait "$pid_a" "$pid_b" 2>/dev/null || true
-}
-trap teardown EXIT INT TERM
+# One boot of the pair, until both nodes ended or one failed (then both are
+# torn down): status 0, 1, or 124 (a watchdog).
+run_pair() {
+	log "booting the two nodes (${VAMR_ACCEL:-tcg}, watchdog ${timeout_s}s): logs in $logdir"
+	# QEMU binds each local socket when it starts; the first datagrams of the
+	# other guest may be lost until then (nothing is sent before both booted).
+	(boot a 52:54:00:12:34:01 "$sock_a" "$sock_b") &
+	pid_a=$!
+	(boot b 52:54:00:12:34:02 "$sock_b" "$sock_a") &
+	pid_b=$!
+	teardown() {
+		kill "$pid_a" "$pid_b" 2>/dev/null || true
+		wait "$pid_a" "$pid_b" 2>/dev/null || true
+	}
+	trap teardown EXIT INT TERM
 
-done_ok() { grep -q '^### GUEST DONE' "$logdir/$1/results.log" 2>/dev/null; }
-rc=0
-# The first guest to end: if it did not reach its end marker, the other one
-# is torn down at once.
-first_rc=0
-wait -n "$pid_a" "$pid_b" || first_rc=$?
-for n in a b; do
-	pid_var=pid_$n
-	if ! kill -0 "${!pid_var}" 2>/dev/null; then
-		if ! done_ok "$n"; then
-			[ "$first_rc" = 124 ] || [ "$first_rc" = 137 ] &&
-				log "watchdog: node $n did not finish within ${timeout_s}s" ||
-				log "node $n ended without its end marker (status $first_rc); tearing the pair down"
-			teardown
-			rc=1
-			[ "$first_rc" = 124 ] || [ "$first_rc" = 137 ] && rc=124
-		fi
-	fi
-done
-if [ "$rc" = 0 ]; then
-	# The other guest: within what is left of the watchdog.
+	done_ok() { grep -q '^### GUEST DONE' "$logdir/$1/results.log" 2>/dev/null; }
+	rc=0
+	# The first guest to end: if it did not reach its end marker, the other one
+	# is torn down at once.
+	first_rc=0
+	wait -n "$pid_a" "$pid_b" || first_rc=$?
 	for n in a b; do
 		pid_var=pid_$n
-		r=0
-		wait "${!pid_var}" 2>/dev/null || r=$?
-		if ! done_ok "$n"; then
-			if [ "$r" = 124 ] || [ "$r" = 137 ]; then
-				log "watchdog: node $n did not finish within ${timeout_s}s"
-				rc=124
-			else
-				log "node $n ended without its end marker (status $r)"
-				[ "$rc" = 124 ] || rc=1
+		if ! kill -0 "${!pid_var}" 2>/dev/null; then
+			if ! done_ok "$n"; then
+				[ "$first_rc" = 124 ] || [ "$first_rc" = 137 ] &&
+					log "watchdog: node $n did not finish within ${timeout_s}s" ||
+					log "node $n ended without its end marker (status $first_rc); tearing the pair down"
+				teardown
+				rc=1
+				[ "$first_rc" = 124 ] || [ "$first_rc" = 137 ] && rc=124
 			fi
-			teardown
 		fi
 	done
+	if [ "$rc" = 0 ]; then
+		# The other guest: within what is left of the watchdog.
+		for n in a b; do
+			pid_var=pid_$n
+			r=0
+			wait "${!pid_var}" 2>/dev/null || r=$?
+			if ! done_ok "$n"; then
+				if [ "$r" = 124 ] || [ "$r" = 137 ]; then
+					log "watchdog: node $n did not finish within ${timeout_s}s"
+					rc=124
+				else
+					log "node $n ended without its end marker (status $r)"
+					[ "$rc" = 124 ] || rc=1
+				fi
+				teardown
+			fi
+		done
+	fi
+	trap - EXIT INT TERM
+	teardown
+	return "$rc"
+}
+
+t0=$SECONDS
+rc=0
+run_pair || rc=$?
+# QEMU's own crash while a node's kernel booted (see qemu_aborted_in_boot in
+# scripts/lib.sh): the pair once more, the first attempt's logs kept.
+if [ "$rc" != 0 ] && { qemu_aborted_in_boot "$logdir/a" || qemu_aborted_in_boot "$logdir/b"; }; then
+	log "QEMU aborted while a node's kernel booted; booting the pair once more (first attempt: $logdir/{a,b}/*.aborted)"
+	for n in a b; do
+		for f in qemu console results; do
+			[ -f "$logdir/$n/$f.log" ] && mv "$logdir/$n/$f.log" "$logdir/$n/$f.log.aborted"
+		done
+	done
+	# What the nodes write in the run directory: out/ (outputs), flags/ (their rendezvous).
+	rm -rf "$run/out" "$run/flags"
+	mkdir -p "$run/out" "$run/flags"
+	rm -f "$sock_a" "$sock_b"
+	rc=0
+	run_pair || rc=$?
 fi
-trap - EXIT INT TERM
-teardown
 rm -f "$sock_a" "$sock_b"
 log "pair finished in $((SECONDS - t0))s (status $rc)"
 exit "$rc"
