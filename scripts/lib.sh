@@ -128,6 +128,15 @@ qemu_aborted_in_boot() {
 		! grep -q 'Run .* as init process' "$1/console.log" 2>/dev/null
 }
 
+# keep_aborted_logs NODELOGDIR: renames the logs of a boot that
+# qemu_aborted_in_boot found aborted to *.log.aborted, before the boot again.
+keep_aborted_logs() {
+	local f
+	for f in qemu console results; do
+		[ ! -f "$1/$f.log" ] || mv "$1/$f.log" "$1/$f.log.aborted"
+	done
+}
+
 # check_guest_kernel KDIR: the options the guests need (virtio, 9p root,
 # overlay; scripts/kconfig/vamr-test.config), and sshd for the nodes.
 check_guest_kernel() {

@@ -93,9 +93,7 @@ boot "$accel" "$timeout_s" || rc=$?
 # more, keeping the first attempt's logs beside the new ones.
 if [ "$rc" != 0 ] && qemu_aborted_in_boot "$logdir"; then
 	log "QEMU aborted while the kernel booted ($(grep -m1 'Assertion' "$logdir/qemu.log")); booting once more (first attempt: $logdir/*.aborted)"
-	for f in qemu console results; do
-		[ -f "$logdir/$f.log" ] && mv "$logdir/$f.log" "$logdir/$f.log.aborted"
-	done
+	keep_aborted_logs "$logdir"
 	rc=0
 	boot "$accel" "$timeout_s" || rc=$?
 fi

@@ -142,11 +142,8 @@ run_pair || rc=$?
 # scripts/lib.sh): the pair once more, the first attempt's logs kept.
 if [ "$rc" != 0 ] && { qemu_aborted_in_boot "$logdir/a" || qemu_aborted_in_boot "$logdir/b"; }; then
 	log "QEMU aborted while a node's kernel booted; booting the pair once more (first attempt: $logdir/{a,b}/*.aborted)"
-	for n in a b; do
-		for f in qemu console results; do
-			[ -f "$logdir/$n/$f.log" ] && mv "$logdir/$n/$f.log" "$logdir/$n/$f.log.aborted"
-		done
-	done
+	keep_aborted_logs "$logdir/a"
+	keep_aborted_logs "$logdir/b"
 	# What the nodes write in the run directory: out/ (outputs), flags/ (their rendezvous).
 	rm -rf "$run/out" "$run/flags"
 	mkdir -p "$run/out" "$run/flags"
