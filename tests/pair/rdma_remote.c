@@ -36,7 +36,9 @@
  * other threads (/proc/self/task/N/stack), and exits with status 3. One step
  * is known to hang over the emulated link after every check has run, in
  * every MR mode: the client's rdma_disconnect() (Documentation/two-nodes.rst,
- * "Time"); stuck there, the client prints the same and exits with its
+ * "Time"), and once the send completion of its QUIT message (the server had
+ * received it; its ACK did not come back); stuck in one of those two, which
+ * wait only on the link, the client prints the same and exits with its
  * checks' status instead.
  */
 #define _GNU_SOURCE
@@ -94,9 +96,20 @@ struct conn {
 
 /* The teardown step being run; read by the watchdog thread. */
 static const char *volatile teardown_step;
-/* The step known to hang (see the top), and the exit status if it does. */
+/*
+ * The client's teardown steps that wait only on the emulated link (see the
+ * top): the QUIT message's send completion (the server's transport ACK) and
+ * rdma_disconnect() (the rdma_cm handshake). Stuck in one of them after
+ * every check ran, the client exits with its checks' status.
+ */
+#define QUIT_STEP "QUIT send completion"
 #define KNOWN_HANG "rdma_disconnect (client)"
 static volatile int checks_status;
+
+static int link_bound(const char *step)
+{
+	return step && (!strcmp(step, QUIT_STEP) || !strcmp(step, KNOWN_HANG));
+}
 
 /*
  * The watchdog thread: if teardown has not ended (the process has not exited)
@@ -134,7 +147,7 @@ static void *teardown_watchdog(void *arg)
 	}
 	fflush(stderr);
 	fflush(stdout);
-	_exit(strcmp(teardown_step ? teardown_step : "", KNOWN_HANG) ? 3 : checks_status);
+	_exit(link_bound(teardown_step) ? checks_status : 3);
 }
 
 /* Start the teardown watchdog; step() names each step as it starts. */
@@ -474,7 +487,7 @@ static int client(int argc, char **argv)
 	checks_status = bad;
 	teardown_begin();
 	if (!broken) {
-		step("QUIT send completion");
+		step(QUIT_STEP);
 		memset(c.sbuf, 0, sizeof(*c.sbuf));
 		c.sbuf->type = MSG_QUIT;
 		send_msg(&c);
