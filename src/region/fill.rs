@@ -183,6 +183,15 @@ impl Region {
                     }
                     _ => (gap_end - idx, gap_end - idx),
                 };
+                // Past an access's fault window (a slow path of more than one batch), only
+                // pages already present: `pin_user_range` would fault in its first page.
+                let mode = match cause {
+                    PinCause::Access { fault_until, .. } if idx >= fault_until => PinMode {
+                        nofault: true,
+                        ..mode
+                    },
+                    _ => mode,
+                };
                 let pins = match pin_user_range(mm, va, gap_end - idx, must, fault, mode) {
                     Ok(pins) => pins,
                     Err(e) if e == EFAULT && matches!(cause, PinCause::Access { .. }) => {

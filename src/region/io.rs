@@ -54,13 +54,14 @@ pub(super) const RUN_PAGES: usize = 16;
 /// The on-demand window of a region's accesses: pages after its own that an access that must
 /// pin may fault in, in the same GUP call (for its direction): the absent slots right after
 /// the access, up to the first slot that holds a pin, at most the window's size from the
-/// access's first missing page. Absent slots after the window, up to one batch
-/// ([`PIN_BATCH`]) from that page, are pinned too when the page table maps them already
-/// (lockless, `FOLL_NOFAULT`: nothing is allocated or faulted there). A stream of packets over
-/// freshly mapped or remapped memory then takes one slow path per window (per batch, when the
-/// process wrote the memory) instead of one per packet, and the fixed cost of the slow path
-/// (mm reference, read_begin, commit) is spread over it. mlx5 does the same after a responder
-/// page fault (`MAX_PREFETCH_LEN`, 4 MiB, drivers/infiniband/hw/mlx5/odp.c).
+/// access's first missing page. Absent slots after the window, up to [`ROUND_MAX`] pages from
+/// that page, are pinned too when the page table maps them already (lockless, `FOLL_NOFAULT`:
+/// nothing is allocated or faulted there). A stream of packets over freshly mapped or remapped
+/// memory then takes one slow path per window (per [`ROUND_MAX`] pages, when the process wrote
+/// the memory) instead of one per packet, and the fixed cost of the slow path (mm reference,
+/// `kthread_use_mm()` in a device's work item, read_begin, commit) is spread over it. mlx5
+/// does the same after a responder page fault (`MAX_PREFETCH_LEN`, 4 MiB,
+/// drivers/infiniband/hw/mlx5/odp.c).
 ///
 /// The size adapts the way readahead does (mm/readahead.c): it starts at [`AHEAD_INIT`] pages,
 /// doubles up to [`AHEAD_MAX`] (one GUP batch) each time a slow path comes at or after the end
@@ -94,6 +95,14 @@ pub(super) const AHEAD_INIT: usize = 64;
 pub(super) const AHEAD_MIN: usize = RUN_PAGES;
 /// Largest window, in pages: one GUP batch ([`PIN_BATCH`], 2 MiB).
 pub(super) const AHEAD_MAX: usize = PIN_BATCH;
+/// Most pages one slow path of an access pins, in pages (4 MiB, mlx5's `MAX_PREFETCH_LEN`):
+/// the window ([`AHEAD_MAX`] at most) may be faulted in, the rest only if present; two pin
+/// rounds of [`PIN_BATCH`]. Under TCG, with rdma_rxe's responder pinning pages the process
+/// had just written, an on-demand page cost 0.70-0.81 µs with slow paths of 1024 pages
+/// against 0.88-1.04 with 512 (registration 0.54-0.62; 2026-12-02, `VAMR_BENCH_PHASES=first`,
+/// alternated runs): most of the slow path's extra cost is paid once per slow path (the first
+/// touch of the page tables, `struct page`s and code after the worker adopted the mm).
+pub(super) const ROUND_MAX: usize = 2 * PIN_BATCH;
 
 impl AheadWindow {
     /// No window yet.
@@ -139,8 +148,9 @@ impl Region {
     ///
     /// Slow path: a piece whose page has no usable pin (absent, suspect, or a read pin for a
     /// write) ends the run; the page is pinned on demand (for writing when `write`, upgrading a
-    /// read pin) together with the rest of the access, at most [`PIN_BATCH`] pages in one GUP
-    /// call, then the runs go on.
+    /// read pin) together with the rest of the access and the slots after it, at most
+    /// [`ROUND_MAX`] pages in GUP calls of at most [`PIN_BATCH`] (see [`AheadWindow`]), then the
+    /// runs go on.
     ///
     /// Errors: `EFAULT` when nothing is mapped at a page, the protection forbids the access, or
     /// the region is dead (process exit); `ECANCELED` once the region is cancelled
@@ -209,9 +219,10 @@ impl Region {
     /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when
     /// `write`) together with the pages of the same access up to index `last` and the absent
     /// slots right after it, up to the region's [`AheadWindow`] from `idx` (suspect pins there
-    /// are left to the verify pass, which keeps them without GUP), at most [`PIN_BATCH`] in one
-    /// round. Success does not promise a usable pin (an invalidation may have won): the caller
-    /// looks again. Errors: as [`Region::access`]. Sleeps.
+    /// are left to the verify pass, which keeps them without GUP), at most [`ROUND_MAX`] pages
+    /// in all (pin rounds of at most [`PIN_BATCH`]). Success does not promise a usable pin (an
+    /// invalidation may have won): the caller looks again. Errors: as [`Region::access`].
+    /// Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
         // The slow path's cost, for the benchmark (`stats::Extra`; clocks only when it asks).
         let clock = stats::RoundClock::start();
@@ -223,13 +234,13 @@ impl Region {
         };
         let size = self.ahead.size_at(idx);
         let own = last + 1 - idx;
-        // The round: the access's own pages, and the absent slots right after them up to one
-        // batch from `idx`, of which the window's pages may be faulted in and the rest are
-        // pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access found it
+        // The round: the access's own pages, and the absent slots right after them up to
+        // `ROUND_MAX` pages from `idx`, of which the window's pages may be faulted in and the
+        // rest are pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access found it
         // unusable); when every slot after it up to the round's end is absent, the round's
         // gap is known and `fill` does not look for it again. `get`: a teardown that ran since
         // the access looked has emptied the table (then `fill` finds the region dead).
-        let end = self.npages.min(idx + PIN_BATCH);
+        let end = self.npages.min(idx + ROUND_MAX);
         let absent = 1 + self
             .table
             .lock()

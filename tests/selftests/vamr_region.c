@@ -190,16 +190,17 @@ TEST_F(region, access_window_adapts)
 }
 
 /*
- * Pinning ahead takes what is present, up to a batch, and faults in only the
- * window: an access that finds its page absent also pins the pages after it
- * that the page table already maps (up to 512 from it, up to the first pin or
- * the first page not present), in the same round; pages not present are
- * faulted in only as far as the window reaches (nothing is allocated
- * further). The pins are the pages the CPU sees.
+ * Pinning ahead takes what is present, up to 1024 pages, and faults in only
+ * the window: an access that finds its page absent also pins the pages after
+ * it that the page table already maps (up to 1024 from it, mlx5's 4 MiB, in
+ * two batches; up to the first pin or the first page not present), in the
+ * same slow path; pages not present are faulted in only as far as the window
+ * reaches (nothing is allocated further, not even the first page of a batch
+ * past the window). The pins are the pages the CPU sees.
  */
 TEST_F(region, access_pins_present_pages_ahead)
 {
-	size_t n = 2048, len = n * PAGE, i;
+	size_t n = 2560, len = n * PAGE, i;
 	unsigned char vec[272];
 	uint8_t *a = map_anon(len);
 	uint32_t h;
@@ -208,11 +209,12 @@ TEST_F(region, access_pins_present_pages_ahead)
 	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
 	pattern_fill(a, len, 19, 0);
 	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
-	/* New memory at the same VA; the CPU writes [0, 300) and [700, 2048) of it. */
+	/* New memory at the same VA; the CPU writes [0, 300), [700, 1212) and [1213, 2560). */
 	ASSERT_EQ(0, remap_fixed(a, len));
 	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
 	pattern_fill(a, 300 * PAGE, 22, 0);
-	pattern_fill(a + 700 * PAGE, 1348 * PAGE, 23, 0);
+	pattern_fill(a + 700 * PAGE, 512 * PAGE, 23, 0);
+	pattern_fill(a + 1213 * PAGE, 1347 * PAGE, 26, 0);
 
 	/* Page 0: it and the present pages after it, to the first one not present. */
 	EXPECT_EQ(300u, window_of_write(_metadata, self->fd, h, a, 0));
@@ -222,16 +224,24 @@ TEST_F(region, access_pins_present_pages_ahead)
 	ASSERT_EQ(0, mincore(a + 428 * PAGE, 272 * PAGE, vec));
 	for (i = 0; i < 272; i++)
 		EXPECT_EQ(0, vec[i] & 1) TH_LOG("page %zu faulted in ahead", 428 + i);
-	/* Page 700: present up to the end of a batch. */
+	/* Page 700: a batch of present pages; the second batch, past the window,
+	 * starts at page 1212, not present: it stops there without faulting it in. */
 	EXPECT_EQ(512u, window_of_write(_metadata, self->fd, h, a, 700));
+	ASSERT_EQ(0, mincore(a + 1212 * PAGE, PAGE, vec));
+	EXPECT_EQ(0, vec[0] & 1) TH_LOG("page 1212 faulted in by the second batch");
+	/* Page 1213: present pages, two batches, up to 1024 of them. */
+	EXPECT_EQ(1024u, window_of_write(_metadata, self->fd, h, a, 1213));
 
 	/* What was pinned ahead is what the CPU sees: it writes, the region reads. */
 	pattern_fill(a, 428 * PAGE, 24, 0);
 	pattern_fill(a + 700 * PAGE, 512 * PAGE, 25, 0);
+	pattern_fill(a + 1213 * PAGE, 1024 * PAGE, 27, 0);
 	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 428 * PAGE));
 	ASSERT_PATTERN(self->buf, 428 * PAGE, 24, 0);
 	ASSERT_EQ(0, vamr_read(self->fd, h, a + 700 * PAGE, self->buf, 512 * PAGE));
 	ASSERT_PATTERN(self->buf, 512 * PAGE, 25, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 1213 * PAGE, self->buf, 1024 * PAGE));
+	ASSERT_PATTERN(self->buf, 1024 * PAGE, 27, 0);
 	ASSERT_EQ(0, vamr_unregister(self->fd, h));
 	munmap(a, len);
 }
