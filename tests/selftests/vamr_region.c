@@ -20,6 +20,7 @@
 #include "kselftest_harness.h"
 #include "mm_util.h"
 #include "pattern.h"
+#include "uffd_util.h"
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
@@ -243,6 +244,63 @@ TEST_F(region, access_pins_present_pages_ahead)
 	ASSERT_EQ(0, vamr_read(self->fd, h, a + 1213 * PAGE, self->buf, 1024 * PAGE));
 	ASSERT_PATTERN(self->buf, 1024 * PAGE, 27, 0);
 	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	munmap(a, len);
+}
+
+/*
+ * The window is never faulted in through userfaultfd: an access in the owner's
+ * context waits for the handler for its own pages only. Pages after them that
+ * need a fault in a userfaultfd-registered VMA are left absent (no userfault
+ * raised for a page nobody accesses, src/vamr_glue.c), whether the access's
+ * page was present or needed a userfault itself.
+ */
+TEST_F(region, access_window_raises_no_userfault)
+{
+	size_t n = 128, len = n * PAGE;
+	struct late_handler *uh;
+	uint8_t *a = map_anon(len);
+	uint32_t h;
+	int uffd;
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	pattern_fill(a, len, 19, 0);
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	/* New memory at the same VA; the CPU writes [0, 4) of it, then hands it to userfaultfd. */
+	ASSERT_EQ(0, remap_fixed(a, len));
+	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	pattern_fill(a, 4 * PAGE, 28, 0);
+	uffd = uffd_missing(a, len);
+	if (uffd == -EPERM || uffd == -ENOSYS)
+		SKIP(return, "userfaultfd unavailable: %s", strerror(-uffd));
+	ASSERT_LE(0, uffd);
+	uh = calloc(1, sizeof(*uh));
+	ASSERT_NE(NULL, uh);
+	uh->uffd = uffd;
+	uh->base = a;
+	uh->seed = 29;
+	ASSERT_EQ(0, pthread_create(&uh->thread, NULL, late_handler_main, uh));
+
+	/* Page 0, present: it and the present pages after it; no userfault for page 4 on. */
+	EXPECT_EQ(4u, window_of_write(_metadata, self->fd, h, a, 0));
+	EXPECT_EQ(0, __atomic_load_n(&uh->seen, __ATOMIC_ACQUIRE));
+	/* Page 100, missing: one userfault, its own; nothing after it is faulted in. */
+	EXPECT_EQ(1u, window_of_write(_metadata, self->fd, h, a, 100));
+	EXPECT_EQ(1, __atomic_load_n(&uh->seen, __ATOMIC_ACQUIRE));
+
+	/* The pins are the pages the CPU sees: the handler's page 100, the CPU's [0, 4). */
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 100 * PAGE + 8, self->buf, PAGE - 8));
+	ASSERT_PATTERN(self->buf, PAGE - 8, 29, 100 * PAGE + 8);
+	pattern_fill(a, 4 * PAGE, 30, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 4 * PAGE));
+	ASSERT_PATTERN(self->buf, 4 * PAGE, 30, 0);
+
+	__atomic_store_n(&uh->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(uh->thread, NULL);
+	EXPECT_EQ(1, uh->seen);
+	free(uh);
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	close(uffd);
 	munmap(a, len);
 }
 
