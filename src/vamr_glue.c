@@ -231,18 +231,21 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
 /*
  * Pins up to @npages pages from @start of @mm (FOLL_PIN, with @gup_flags),
  * in order, stopping at the first page that cannot be pinned. Of them, the
- * first @must (1 <= @must <= @fault) are needed, the first @fault
+ * first @must (@must <= @fault) are needed, the first @fault
  * (@fault <= @npages) may be faulted in, and the rest are pinned only if
  * present in the page table (pinned ahead: no memory is allocated and no
- * userfault raised for pages nobody accessed). With FOLL_NOFAULT in
- * @gup_flags nothing is faulted in. Returns the pages pinned (possibly fewer
- * than @must: the caller asks again from the first page not pinned) or an
- * errno.
+ * userfault raised for pages nobody accessed). @must 0 (an access's window,
+ * past its own pages) needs no page: in a userfaultfd-registered VMA nothing
+ * is faulted in then, and the call pins no page (returns 0) when its first
+ * page needs a fault. With FOLL_NOFAULT in @gup_flags nothing is faulted in.
+ * Returns the pages pinned (possibly fewer than @must: the caller asks again
+ * from the first page not pinned) or an errno.
  *
  * Pages present: the lockless fast path, in one call, as ib_umem_get() does:
  *  - the owner (@owner, the process's own context) calls
- *    pin_user_pages_fast() directly; when every page may be faulted in, with
- *    faults allowed (GUP falls back to the slow path with retry by itself);
+ *    pin_user_pages_fast() directly; when every page is needed (@must equal
+ *    to @npages), with faults allowed (GUP falls back to the slow path with
+ *    retry by itself);
  *  - a work item of a device (rdma_rxe's responder, the verify pass: a
  *    kernel thread without an mm) first adopts @mm (kthread_use_mm(), as the
  *    USB gadget's f_fs does for its user copies).
@@ -250,7 +253,8 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * pass never faults.
  *
  * The first page absent: the fault path, for at most @fault pages, within
- * the VMA of @start, and never past @must in a userfaultfd-registered VMA.
+ * the VMA of @start, and never past @must in a userfaultfd-registered VMA
+ * (not at all with @must 0).
  * It is pin_user_pages_remote() with a 'locked' argument, so that GUP may
  * drop mmap_lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach
  * their handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing". An
@@ -280,8 +284,12 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 	if ((owner && mm == current->mm) || kthread) {
 		unsigned int flags = gup_flags;
 
-		/* Faults allowed for the whole batch: as ib_umem_get(). */
-		if (!owner || fault < npages)
+		/*
+		 * Faults allowed only when the whole batch is needed, as in
+		 * ib_umem_get(): lockless GUP would fault pages ahead in a
+		 * userfaultfd VMA too.
+		 */
+		if (!owner || must < npages)
 			flags |= FOLL_NOFAULT;
 		if (kthread)
 			kthread_use_mm(mm);
@@ -309,7 +317,12 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 	if (vma) {
 		npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
 		if (userfaultfd_armed(vma) && !(gup_flags & FOLL_NOFAULT)) {
-			npages = min(npages, max(must, 1UL));
+			if (!must) {
+				/* A page nobody accesses: no userfault for it. */
+				mmap_read_unlock(mm);
+				return 0;
+			}
+			npages = min(npages, must);
 			if (!owner)
 				gup_flags |= FOLL_NOWAIT;
 		}

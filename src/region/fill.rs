@@ -173,12 +173,13 @@ impl Region {
             for _ in 0..REPIN_ATTEMPTS {
                 let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
-                // Pages that must be pinned (the rest may stop short, see `PinCause`).
+                // Pages that must be pinned (the rest may stop short, see `PinCause`): none
+                // past the access's own pages, so that its window raises no userfault.
                 let (must, fault) = match cause {
                     PinCause::Access {
                         until, fault_until, ..
                     } => {
-                        let must = until.saturating_sub(idx).max(1);
+                        let must = until.saturating_sub(idx);
                         (must, fault_until.saturating_sub(idx).max(must))
                     }
                     _ => (gap_end - idx, gap_end - idx),
