@@ -88,8 +88,9 @@ pub(crate) enum Extra {
     RegPinPages,
     /// Nanoseconds of CPU time of the registering tasks, in those rounds.
     RegPinCpuNs,
-    /// On-demand pin rounds of accesses counted in the three `AccessPin*` counters (the
-    /// pages per round tell a round's fixed cost from its cost per page).
+    /// On-demand slow paths of accesses counted in the three `AccessPin*` counters, each of
+    /// one or more pin rounds (up to `ROUND_MAX` pages; the pages per slow path tell its fixed
+    /// cost from its cost per page).
     AccessPinRounds,
 }
 

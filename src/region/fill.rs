@@ -44,9 +44,10 @@ pub(super) enum PinCause {
     /// An access: pins from its current page to the end of the access (page index `until`
     /// excluded), faulting pages in up to index `fault_until` (the access and its
     /// [`AheadWindow`](super::io::AheadWindow)), and after that the pages already present,
-    /// up to the round's end; stops at the first page that cannot be pinned (the access fails
-    /// there if it is its own). Pinning ahead never faults a userfaultfd-registered VMA (see
-    /// [`pin_user_range`]).
+    /// up to the call's end (`first + count`, at most `ROUND_MAX` pages); stops at the first
+    /// page that cannot be pinned (the access fails there if it is its first page; at a later
+    /// page of its own, in its next slow path). Pinning ahead never faults a
+    /// userfaultfd-registered VMA (see [`pin_user_range`]).
     /// With `known_gap`, every slot of the round needs a pin as the caller last looked, so
     /// the first batch is not looked for again ([`Region::next_gap`]); a slot pinned meanwhile
     /// keeps its pin (see [`Region::commit`]).
@@ -221,7 +222,8 @@ impl Region {
                         let short = idx + n < gap_end;
                         idx += n;
                         // Past an access's fault window, a short round stopped at a page that
-                        // is not present: the window ends there (asking again would only fail).
+                        // is not present, or was a fault round cut at the window's end: the
+                        // slow path ends there (the pages after it are not looked at).
                         if let PinCause::Access { fault_until, .. } = cause {
                             if short && idx >= fault_until {
                                 break 'pages;

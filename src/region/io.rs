@@ -56,7 +56,8 @@ pub(super) const RUN_PAGES: usize = 16;
 /// the access, up to the first slot that holds a pin, at most the window's size from the
 /// access's first missing page. Absent slots after the window, up to [`ROUND_MAX`] pages from
 /// that page, are pinned too when the page table maps them already (lockless, `FOLL_NOFAULT`:
-/// nothing is allocated or faulted there). A stream of packets over freshly mapped or remapped
+/// nothing is allocated or faulted there), unless the window itself had to be faulted in (the
+/// slow path then ends with it). A stream of packets over freshly mapped or remapped
 /// memory then takes one slow path per window (per [`ROUND_MAX`] pages, when the process wrote
 /// the memory) instead of one per packet, and the fixed cost of the slow path (mm reference,
 /// `kthread_use_mm()` in a device's work item, read_begin, commit) is spread over it. mlx5
@@ -96,12 +97,13 @@ pub(super) const AHEAD_MIN: usize = RUN_PAGES;
 /// Largest window, in pages: one GUP batch ([`PIN_BATCH`], 2 MiB).
 pub(super) const AHEAD_MAX: usize = PIN_BATCH;
 /// Most pages one slow path of an access pins, in pages (4 MiB, mlx5's `MAX_PREFETCH_LEN`):
-/// the window ([`AHEAD_MAX`] at most) may be faulted in, the rest only if present; two pin
-/// rounds of [`PIN_BATCH`]. Under TCG, with rdma_rxe's responder pinning pages the process
-/// had just written, an on-demand page cost 0.70-0.81 µs with slow paths of 1024 pages
-/// against 0.88-1.04 with 512 (registration 0.54-0.62; 2026-12-02, `VAMR_BENCH_PHASES=first`,
-/// alternated runs): most of the slow path's extra cost is paid once per slow path (the first
-/// touch of the page tables, `struct page`s and code after the worker adopted the mm).
+/// the access's own pages and its window ([`AHEAD_MAX`] at most) may be faulted in, the rest
+/// only if present; in pin rounds of at most [`PIN_BATCH`] (two when every page is present).
+/// Under TCG, with rdma_rxe's responder pinning pages the process had just written, an
+/// on-demand page cost 0.70-0.81 µs with slow paths of 1024 pages against 0.88-1.04 with 512
+/// (registration 0.54-0.62; 2026-12-02, `VAMR_BENCH_PHASES=first`, alternated runs): most of
+/// the slow path's extra cost is paid once per slow path (the first touch of the page tables,
+/// `struct page`s and code after the worker adopted the mm).
 pub(super) const ROUND_MAX: usize = 2 * PIN_BATCH;
 
 impl AheadWindow {
@@ -218,11 +220,11 @@ impl Region {
 
     /// The slow path of [`Region::access`]: pins page `idx` for the access (for writing when
     /// `write`) together with the pages of the same access up to index `last` and the absent
-    /// slots right after it, up to the region's [`AheadWindow`] from `idx` (suspect pins there
-    /// are left to the verify pass, which keeps them without GUP), at most [`ROUND_MAX`] pages
-    /// in all (pin rounds of at most [`PIN_BATCH`]). Success does not promise a usable pin (an
-    /// invalidation may have won): the caller looks again. Errors: as [`Region::access`].
-    /// Sleeps.
+    /// slots right after it (suspect pins there are left to the verify pass, which keeps them
+    /// without GUP), at most [`ROUND_MAX`] pages in all (pin rounds of at most [`PIN_BATCH`]),
+    /// faulting in only the access's pages and the region's [`AheadWindow`] from `idx`. Success
+    /// does not promise a usable pin (an invalidation may have won): the caller looks again.
+    /// Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
         // The slow path's cost, for the benchmark (`stats::Extra`; clocks only when it asks).
         let clock = stats::RoundClock::start();
@@ -234,12 +236,13 @@ impl Region {
         };
         let size = self.ahead.size_at(idx);
         let own = last + 1 - idx;
-        // The round: the access's own pages, and the absent slots right after them up to
+        // The slow path: the access's own pages, and the absent slots right after them up to
         // `ROUND_MAX` pages from `idx`, of which the window's pages may be faulted in and the
-        // rest are pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access found it
-        // unusable); when every slot after it up to the round's end is absent, the round's
-        // gap is known and `fill` does not look for it again. `get`: a teardown that ran since
-        // the access looked has emptied the table (then `fill` finds the region dead).
+        // rest are pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access
+        // found it unusable); when every slot after it up to the end is absent, the first
+        // batch's gap is known and `fill` does not look for it again (it does for the second).
+        // `get`: a teardown that ran since the access looked has emptied the table (then
+        // `fill` finds the region dead).
         let end = self.npages.min(idx + ROUND_MAX);
         let absent = 1 + self
             .table
