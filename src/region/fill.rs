@@ -213,7 +213,15 @@ impl Region {
                         idx = next.clamp(idx + 1, end);
                         continue 'pages;
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        // Past the access's own pages the rest is an optimisation: what fails
+                        // there (`ENOMEM` from a long-term pin's migration, `EINTR`...) ends
+                        // the slow path, not the access, whose pages are pinned.
+                        if matches!(cause, PinCause::Access { until, .. } if idx >= until) {
+                            break 'pages;
+                        }
+                        return Err(e);
+                    }
                 };
                 let n = pins.len();
                 match self.commit(idx, pins, round)? {
@@ -234,11 +242,15 @@ impl Region {
                     None => {
                         self.stats.add(Kind::RepinRetries, 1);
                         self.check_interrupted()?;
-                        // An access that lost a race pins only its own pages from now on: the
-                        // window after them is an optimisation, and retrying it would hold
-                        // `mmap_lock` longer against the invalidations that keep winning.
+                        // An access that lost a race pins only its own pages from now on, and
+                        // none past them: the window after them is an optimisation, and
+                        // retrying it would hold `mmap_lock` longer against the invalidations
+                        // that keep winning.
                         if let PinCause::Access { until, .. } = cause {
-                            end = end.min(until.max(idx + 1));
+                            if idx >= until {
+                                break 'pages;
+                            }
+                            end = end.min(until);
                             gap_end = gap_end.min(end);
                         }
                     }

@@ -252,7 +252,7 @@ impl Region {
         let (count, known_gap) = if absent >= own {
             (absent, true)
         } else {
-            (own.min(PIN_BATCH), false)
+            (own.min(ROUND_MAX), false)
         };
         let fault = own.max(size).min(count);
         let cause = PinCause::Access {
