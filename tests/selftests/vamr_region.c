@@ -191,6 +191,25 @@ TEST_F(region, access_window_adapts)
 }
 
 /*
+ * @len bytes of anonymous memory without THP, filled with seed 19 and registered
+ * read-write as *@h, then replaced by new memory at the same VA (MAP_FIXED, not
+ * faulted in: every slot of the region absent). Returns the start.
+ */
+static uint8_t *replaced_region(struct __test_metadata *_metadata, int fd, size_t len,
+				uint32_t *h)
+{
+	uint8_t *a = map_anon(len);
+
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	pattern_fill(a, len, 19, 0);
+	ASSERT_EQ(0, vamr_register(fd, a, len, RW, 0, h));
+	ASSERT_EQ(0, remap_fixed(a, len));
+	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	return a;
+}
+
+/*
  * Pinning ahead takes what is present, up to 1024 pages, and faults in only
  * the window: an access that finds its page absent also pins the pages after
  * it that the page table already maps (up to 1024 from it, mlx5's 4 MiB, in
@@ -203,16 +222,10 @@ TEST_F(region, access_pins_present_pages_ahead)
 {
 	size_t n = 2560, len = n * PAGE, i;
 	unsigned char vec[272];
-	uint8_t *a = map_anon(len);
 	uint32_t h;
+	uint8_t *a = replaced_region(_metadata, self->fd, len, &h);
 
-	ASSERT_NE(NULL, a);
-	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
-	pattern_fill(a, len, 19, 0);
-	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
-	/* New memory at the same VA; the CPU writes [0, 300), [700, 1212) and [1213, 2560). */
-	ASSERT_EQ(0, remap_fixed(a, len));
-	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	/* The CPU writes [0, 300), [700, 1212) and [1213, 2560) of the new memory. */
 	pattern_fill(a, 300 * PAGE, 22, 0);
 	pattern_fill(a + 700 * PAGE, 512 * PAGE, 23, 0);
 	pattern_fill(a + 1213 * PAGE, 1347 * PAGE, 26, 0);
@@ -258,17 +271,11 @@ TEST_F(region, access_window_raises_no_userfault)
 {
 	size_t n = 128, len = n * PAGE;
 	struct late_handler *uh;
-	uint8_t *a = map_anon(len);
 	uint32_t h;
+	uint8_t *a = replaced_region(_metadata, self->fd, len, &h);
 	int uffd;
 
-	ASSERT_NE(NULL, a);
-	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
-	pattern_fill(a, len, 19, 0);
-	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
-	/* New memory at the same VA; the CPU writes [0, 4) of it, then hands it to userfaultfd. */
-	ASSERT_EQ(0, remap_fixed(a, len));
-	ASSERT_EQ(0, madvise(a, len, MADV_NOHUGEPAGE));
+	/* The CPU writes [0, 4) of the new memory, then hands it to userfaultfd. */
 	pattern_fill(a, 4 * PAGE, 28, 0);
 	uffd = uffd_missing(a, len);
 	if (uffd == -EPERM || uffd == -ENOSYS)
