@@ -339,8 +339,9 @@ pub(crate) struct PinMode {
 /// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
 /// and stops at the first page that cannot be pinned. Only the first `must` pages are needed
 /// by the caller (0: none, an access's window past its own pages), and only the first `fault`
-/// (at least `must`, at least 1) may be faulted in: the pages after them are pinned only if
-/// present in the page table, so pinning ahead allocates no memory and raises no userfault.
+/// (at least `must`; 0: none, as with `nofault`) may be faulted in: the pages after them are
+/// pinned only if present in the page table, so pinning ahead allocates no memory and raises
+/// no userfault.
 /// When the first page must be faulted in, at most `fault` pages are pinned, within its VMA,
 /// and in a userfaultfd-registered VMA at most `must` (with `must` 0 none: `EFAULT`), so that
 /// no userfault is raised for a page nobody accesses. The result may stop
@@ -385,7 +386,7 @@ pub(crate) fn pin_user_range(
                 start,
                 batch,
                 must.min(batch),
-                fault.clamp(must.clamp(1, batch), batch),
+                fault.clamp(must.min(batch), batch),
                 flags,
                 raw,
                 mode.owner,

@@ -237,7 +237,8 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * userfault raised for pages nobody accessed). @must 0 (an access's window,
  * past its own pages) needs no page: in a userfaultfd-registered VMA nothing
  * is faulted in then, and the call pins no page (returns 0) when its first
- * page needs a fault. With FOLL_NOFAULT in @gup_flags nothing is faulted in.
+ * page needs a fault. With FOLL_NOFAULT in @gup_flags, or @fault 0 (an
+ * access's pages past its window), nothing is faulted in.
  * Returns the pages pinned (possibly fewer than @must: the caller asks again
  * from the first page not pinned) or an errno.
  *
@@ -280,6 +281,9 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 		fault = 0;
 	fault = min(fault, npages);
 	must = min(must, fault);
+	/* Nothing may be faulted in: present pages only. */
+	if (!fault)
+		gup_flags |= FOLL_NOFAULT;
 
 	if ((owner && mm == current->mm) || kthread) {
 		unsigned int flags = gup_flags;

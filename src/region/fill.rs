@@ -175,7 +175,8 @@ impl Region {
                 let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`): none
-                // past the access's own pages, so that its window raises no userfault.
+                // past the access's own pages, so that its window raises no userfault; and
+                // pages that may be faulted in: none past its window (present pages only).
                 let (must, fault) = match cause {
                     PinCause::Access {
                         until, fault_until, ..
@@ -184,15 +185,6 @@ impl Region {
                         (must, fault_until.saturating_sub(idx).max(must))
                     }
                     _ => (gap_end - idx, gap_end - idx),
-                };
-                // Past an access's fault window (a slow path of more than one batch), only
-                // pages already present: `pin_user_range` would fault in its first page.
-                let mode = match cause {
-                    PinCause::Access { fault_until, .. } if idx >= fault_until => PinMode {
-                        nofault: true,
-                        ..mode
-                    },
-                    _ => mode,
                 };
                 let pins = match pin_user_range(mm, va, gap_end - idx, must, fault, mode) {
                     Ok(pins) => pins,
