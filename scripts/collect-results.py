@@ -93,16 +93,18 @@ SANITIZER_PROBLEMS = {
 KUNIT_SUITES = ["vamr_kunit_events", "vamr_kunit_inval_log", "vamr_kunit_notifier", "vamr_kunit_region", "vamr_kunit_uapi"]
 # The guest's set-up steps (scripts/guest/init), always present.
 SETUP_SECTION = "guest_setup"
-# Sections that do not exercise vamr: the stock rxe (rdma_baseline) and the
-# normal and ODP modes of rdma_va.
-BASELINE_SECTIONS = {"rdma_baseline", "rdma_va_odp_stock"}
+# Sections that do not exercise vamr: the stock rxe (rdma_baseline,
+# rdma_verbs_edge on it) and the normal and ODP modes of rdma_va.
+BASELINE_SECTIONS = {"rdma_baseline", "rdma_va_odp_stock", "rdma_verbs_edge_stock"}
 # Sections that run a program a second time, with the programs they need:
 # on the stock rxe, next to rdma_baseline, rdma_va's ODP variant
-# (VAMR_ODP_STOCK=1), va_mr_jobs.sh --stock and rdma_monitor (vamr loaded
-# beside the stock rxe); in the unload phase,
+# (VAMR_ODP_STOCK=1), va_mr_jobs.sh --stock, rdma_verbs_edge and
+# rdma_monitor (vamr loaded beside the stock rxe); in the unload phase,
 # va_mr_jobs.sh --load (rdma_rxe loaded with va_mr=1).
 STOCK_SECTIONS = {"rdma_va_odp_stock": ("rdma_va", "rdma_baseline"),
                   "va_mr_jobs_stock": ("va_mr_jobs.sh", "rdma_baseline"),
+                  # The VA bit with other access bits, on a driver without VA MRs.
+                  "rdma_verbs_edge_stock": ("rdma_verbs_edge", "rdma_baseline"),
                   "va_mr_jobs_load": ("va_mr_jobs.sh",),
                   # Monitor mode's registration cache of normal MRs, on the stock rxe.
                   "rdma_monitor_stock": ("rdma_monitor", "rdma_baseline")}
