@@ -35,10 +35,11 @@
  *                 unknown bits: the same answer as a normal MR but for the two
  *                 documented refusals; on the stock rxe (no vamr_access in
  *                 sysfs) the VA bit is ignored.
- *   dereg_races_traffic  ibv_dereg_mr() of a VA MR while another thread
- *                 WRITEs and READs through its rkey, 200 rounds: only success
- *                 or error completions, no hang, successful data right, no
- *                 kernel complaint.
+ *   dereg_races_*  ibv_dereg_mr() of a VA MR while another thread WRITEs
+ *                 and READs through its rkey (200 rounds) or with it as the
+ *                 local side (lkey, 100 rounds): only success or error
+ *                 completions, no hang, successful data right, no kernel
+ *                 complaint.
  *
  * Items covered elsewhere (not repeated here): an MR beyond RLIMIT_MEMLOCK
  * for an unprivileged user (rdma_stress unpriv_memlock, VmPin checked),
@@ -1371,8 +1372,10 @@ TEST_F(edge, flags_with_va_bit)
 struct race {
 	FIXTURE_DATA(edge) *self;
 	uint8_t *mem;
-	uint32_t rkey;
+	uint32_t rkey, lkey;
+	bool local;			/* the VA MR is the local side (lkey) */
 	_Atomic int deregistered;	/* ibv_dereg_mr() returned */
+	int last_bad_status;
 	/* Results of the posting thread for one round. */
 	unsigned long ok, errors, after;
 	int bad_status, timeouts, bad_data, recover_failed;
@@ -1380,6 +1383,8 @@ struct race {
 
 /* WRs the posting thread keeps in flight: RACE_BATCH / 2 WRITEs and as many READs. */
 #define RACE_BATCH 8
+/* The peer's fixed page (pattern 7) that READs into a local VA MR read. */
+#define RACE_SRC_PAGE (PEER_LEN - PAGE)
 
 /*
  * The posting thread: batches of RACE_BATCH WRs through the rkey, WRITEs (a
@@ -1405,12 +1410,25 @@ static void *race_poster(void *arg)
 			size_t slot = RACE_LEN / 2 + (k / 2) * RACE_SLOT;
 			int ret;
 
-			if (k & 1) {
+			if (!(k & 1))
+				seeds[k] = ++seed;
+			if (r->local && (k & 1)) {
+				/* READ of the peer's fixed page into the VA MR. */
+				memset(r->mem + (k / 2) * PAGE, 0xee, PAGE);
+				ret = rdma_pair_post_read(&self->pair, 0, k, r->mem + (k / 2) * PAGE,
+							  r->lkey, (uintptr_t)self->src + RACE_SRC_PAGE,
+							  self->src_mr->rkey, PAGE);
+			} else if (r->local) {
+				/* WRITE from the VA MR to the peer. */
+				pattern_fill(r->mem + slot, RACE_SLOT, seeds[k], 0);
+				ret = rdma_pair_post_write(&self->pair, 0, k, r->mem + slot, r->lkey,
+							   (uintptr_t)self->dst + (k / 2) * PAGE,
+							   self->dst_mr->rkey, RACE_SLOT);
+			} else if (k & 1) {
 				ret = rdma_pair_post_read(&self->pair, 0, k, self->dst + (k / 2) * PAGE,
 							  self->dst_mr->lkey, (uintptr_t)r->mem,
 							  r->rkey, PAGE);
 			} else {
-				seeds[k] = ++seed;
 				pattern_fill(self->src + k * RACE_SLOT, RACE_SLOT, seeds[k], 0);
 				ret = rdma_pair_post_write(&self->pair, 0, k, self->src + k * RACE_SLOT,
 							   self->src_mr->lkey,
@@ -1430,16 +1448,26 @@ static void *race_poster(void *arg)
 			}
 			k = (int)wc.wr_id;
 			if (st != IBV_WC_SUCCESS) {
-				if (st != IBV_WC_REM_ACCESS_ERR && st != IBV_WC_WR_FLUSH_ERR)
+				if (st != IBV_WC_WR_FLUSH_ERR &&
+				    st != (r->local ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_ACCESS_ERR)) {
 					r->bad_status++;
+					r->last_bad_status = st;
+				}
 				r->errors++;
 				err = 1;
 				continue;
 			}
 			r->ok++;
 			if (dereg)
-				r->after++;	/* must not happen: the rkey was gone */
-			if (k & 1) {
+				r->after++;	/* must not happen: the key was gone */
+			if (r->local && (k & 1)) {
+				if (pattern_check(r->mem + (k / 2) * PAGE, PAGE, 7, 0) != (size_t)-1)
+					r->bad_data++;
+			} else if (r->local) {
+				if (pattern_check(self->dst + (k / 2) * PAGE, RACE_SLOT, seeds[k], 0) !=
+				    (size_t)-1)
+					r->bad_data++;
+			} else if (k & 1) {
 				if (pattern_check(self->dst + (k / 2) * PAGE, PAGE, 7, 0) != (size_t)-1)
 					r->bad_data++;
 			} else if (pattern_check(r->mem + RACE_LEN / 2 + (k / 2) * RACE_SLOT, RACE_SLOT,
@@ -1458,12 +1486,14 @@ static void *race_poster(void *arg)
 }
 
 /*
- * ibv_dereg_mr() of a VA MR while another thread WRITEs and READs through its
- * rkey (8 WRs in flight), 200 rounds: every WR completes (success before the
- * deregistration, an error after), no success once ibv_dereg_mr() returned,
- * the data of every success right, no hang, nothing in the kernel log.
+ * @rounds rounds of: register a VA MR over mem, let race_poster() post
+ * through it (as the remote side, or with @local as the local side), and
+ * deregister it after 0-8 ms. Every WR completes, no success once
+ * ibv_dereg_mr() returned, every success's data right, VmPin back, nothing
+ * in the kernel log.
  */
-TEST_F_TIMEOUT(edge, dereg_races_traffic, 300)
+static void race_rounds(struct __test_metadata *_metadata, FIXTURE_DATA(edge) *self,
+			bool local, int rounds)
 {
 	uint8_t *mem = map_anon(RACE_LEN);
 	unsigned long ok = 0, errors = 0;
@@ -1471,17 +1501,18 @@ TEST_F_TIMEOUT(edge, dereg_races_traffic, 300)
 	long pin0 = vamr_vmpin_kb();
 	struct timespec d;
 
-	NEED_VA();
 	ASSERT_NE(NULL, mem);
 	pattern_fill(mem, PAGE, 7, 0);
+	pattern_fill(self->src + RACE_SRC_PAGE, PAGE, 7, 0);
 	srand(12345);
-	for (round = 0; round < RACE_ROUNDS; round++) {
-		struct race r = { .self = self, .mem = mem };
+	for (round = 0; round < rounds; round++) {
+		struct race r = { .self = self, .mem = mem, .local = local };
 		struct ibv_mr *mr = ibv_reg_mr(self->pair.pd, mem, RACE_LEN, ACC_VA);
 		pthread_t t;
 
 		ASSERT_NE(NULL, mr) TH_LOG("round %d: %s", round, strerror(errno));
 		r.rkey = mr->rkey;
+		r.lkey = mr->lkey;
 		ASSERT_EQ(0, pthread_create(&t, NULL, race_poster, &r));
 		d.tv_sec = 0;
 		d.tv_nsec = (long)(rand() % 8000) * 1000;
@@ -1491,7 +1522,8 @@ TEST_F_TIMEOUT(edge, dereg_races_traffic, 300)
 		ASSERT_EQ(0, pthread_join(t, NULL));
 		ASSERT_EQ(0, r.timeouts) TH_LOG("round %d: a WR never completed", round);
 		ASSERT_EQ(0, r.recover_failed) TH_LOG("round %d", round);
-		EXPECT_EQ(0, r.bad_status) TH_LOG("round %d: unexpected status", round);
+		EXPECT_EQ(0, r.bad_status) TH_LOG("round %d: unexpected status %s", round,
+						  ibv_wc_status_str(r.last_bad_status));
 		EXPECT_EQ(0, r.bad_data) TH_LOG("round %d: a success with wrong data", round);
 		EXPECT_EQ(0ul, r.after) TH_LOG("round %d: success after dereg returned", round);
 		ok += r.ok;
@@ -1506,6 +1538,28 @@ TEST_F_TIMEOUT(edge, dereg_races_traffic, 300)
 	if (kfd >= 0)
 		close(kfd);
 	munmap(mem, RACE_LEN);
+}
+
+/*
+ * ibv_dereg_mr() of a VA MR while another thread WRITEs and READs through its
+ * rkey (8 WRs in flight), 200 rounds: success before the deregistration, a
+ * remote access error (or a flush) after.
+ */
+TEST_F_TIMEOUT(edge, dereg_races_traffic, 300)
+{
+	NEED_VA();
+	race_rounds(_metadata, self, false, RACE_ROUNDS);
+}
+
+/*
+ * The same with the VA MR as the local side (lkey: the source of WRITEs, the
+ * destination of READs), 100 rounds: a local protection error (or a flush)
+ * after the deregistration.
+ */
+TEST_F_TIMEOUT(edge, dereg_races_local_traffic, 300)
+{
+	NEED_VA();
+	race_rounds(_metadata, self, true, RACE_ROUNDS / 2);
 }
 
 TEST_HARNESS_MAIN
