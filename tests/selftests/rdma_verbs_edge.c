@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1380,6 +1381,126 @@ struct race {
 	unsigned long ok, errors, after;
 	int bad_status, timeouts, bad_data, recover_failed;
 };
+
+/* ibv_cmd_dereg_mr() of libibverbs (IBVERBS_PRIVATE_34), on an MR known by its handle. */
+int ibv_cmd_dereg_mr(struct edge_verbs_mr *vmr);
+
+/* What a child reports about the VA MR it registered on the parent's context. */
+struct child_mr {
+	int err;
+	uint32_t handle, lkey, rkey;
+	long vmpin_kb;
+};
+
+/*
+ * VA MRs across processes sharing one uverbs context (fork):
+ * - the child deregisters the parent's VA MR: the charge goes back to the
+ *   parent's mm (VmPin), the rkey is dead for the peer;
+ * - the child registers a VA MR over its own memory and exits: an access
+ *   through its rkey fails (the region's address space is gone) and never
+ *   reaches the parent's memory at the same address; the parent
+ *   deregisters it; the parent's VmPin and vamr's global counters are back.
+ */
+TEST_F(edge, va_mr_across_fork)
+{
+	uint8_t *a = map_anon(4 * PAGE), *b = map_anon(4 * PAGE);
+	struct edge_verbs_mr vmr;
+	struct vamr_stats g0, g1;
+	struct child_mr cm;
+	long pin0 = vamr_vmpin_kb();
+	struct ibv_mr *mr;
+	int fd = vamr_open(), pfd[2], status, st;
+	pid_t pid;
+
+	NEED_VA();
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, vamr_stats(fd, VAMR_STATS_GLOBAL, &g0));
+	memset(a, BG, 4 * PAGE);
+	memset(b, BG, 4 * PAGE);
+
+	/* The child deregisters the parent's MR. */
+	mr = ibv_reg_mr(self->pair.pd, a, 4 * PAGE, ACC_VA);
+	ASSERT_NE(NULL, mr);
+	EXPECT_EQ(pin0 + 16, vamr_vmpin_kb());
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(ibv_dereg_mr(mr));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	TH_LOG("ibv_dereg_mr() of the parent's VA MR in the child: %s",
+	       strerror(WEXITSTATUS(status)));
+	if (WEXITSTATUS(status) == 0) {
+		EXPECT_EQ(pin0, vamr_vmpin_kb()) TH_LOG("the parent's charge after the child's dereg");
+		st = peer_write(self, (uintptr_t)a, mr->rkey, 64, 50);
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st);
+		ASSERT_EQ(0, recover_after(self, st));
+		EXPECT_EQ(-1, first_not_bg(a, 4 * PAGE));
+		EXPECT_NE(0, ibv_dereg_mr(mr));	/* gone already: libibverbs keeps its struct */
+	} else {
+		mr_works(_metadata, self, mr, a, 4 * PAGE, 51);
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+		EXPECT_EQ(pin0, vamr_vmpin_kb());
+	}
+
+	/* The child registers over its own copy of b and exits. */
+	ASSERT_EQ(0, pipe(pfd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_mr *cmr;
+
+		memset(&cm, 0, sizeof(cm));
+		memset(b, 0x33, 4 * PAGE);	/* the child's pages, not the parent's */
+		cmr = ibv_reg_mr(self->pair.pd, b, 4 * PAGE, ACC_VA);
+		if (!cmr) {
+			cm.err = errno;
+		} else {
+			cm.handle = cmr->handle;
+			cm.lkey = cmr->lkey;
+			cm.rkey = cmr->rkey;
+		}
+		cm.vmpin_kb = vamr_vmpin_kb();
+		if (write(pfd[1], &cm, sizeof(cm)) != sizeof(cm))
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	ASSERT_EQ((ssize_t)sizeof(cm), read(pfd[0], &cm, sizeof(cm)));
+	close(pfd[0]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, cm.err) TH_LOG("VA MR in the child: %s", strerror(cm.err));
+	TH_LOG("the child's VmPin with its MR: %ld kB; the parent's %ld kB", cm.vmpin_kb,
+	       vamr_vmpin_kb());
+	EXPECT_EQ(pin0, vamr_vmpin_kb());
+	/* The child is gone: its MR reaches nothing, least of all the parent's b. */
+	st = peer_write(self, (uintptr_t)b, cm.rkey, 64, 52);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st) TH_LOG("write through the exited child's MR: %d", st);
+	ASSERT_EQ(0, recover_after(self, st));
+	st = peer_read(self, (uintptr_t)b, cm.rkey, 64);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st) TH_LOG("read through the exited child's MR: %d", st);
+	EXPECT_EQ(0xee, self->dst[0]);
+	ASSERT_EQ(0, recover_after(self, st));
+	EXPECT_EQ(-1, first_not_bg(b, 4 * PAGE)) TH_LOG("the parent's memory changed");
+	/* The parent deregisters it by its handle. */
+	memset(&vmr, 0, sizeof(vmr));
+	vmr.ibv_mr.context = self->pair.ctx;
+	vmr.ibv_mr.pd = self->pair.pd;
+	vmr.ibv_mr.handle = cm.handle;
+	vmr.ibv_mr.lkey = cm.lkey;
+	vmr.ibv_mr.rkey = cm.rkey;
+	vmr.mr_type = 0;	/* IBV_MR_TYPE_MR */
+	EXPECT_EQ(0, ibv_cmd_dereg_mr(&vmr));
+	EXPECT_EQ(pin0, vamr_vmpin_kb());
+	ASSERT_EQ(0, vamr_stats(fd, VAMR_STATS_GLOBAL, &g1));
+	EXPECT_EQ(g0.counters.regions, g1.counters.regions);
+	EXPECT_EQ(g0.counters.pages_pinned, g1.counters.pages_pinned);
+	close(fd);
+	munmap(a, 4 * PAGE);
+	munmap(b, 4 * PAGE);
+}
 
 /* WRs the posting thread keeps in flight: RACE_BATCH / 2 WRITEs and as many READs. */
 #define RACE_BATCH 8
