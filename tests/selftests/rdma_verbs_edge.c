@@ -1366,9 +1366,14 @@ TEST_F(edge, flags_with_va_bit)
 }
 
 #define RACE_ROUNDS 200
-#define RACE_LEN (8 * PAGE)
+#define RACE_LEN (16 * PAGE)
 /* The MR's first half is READ (a fixed pattern), its second half WRITE slots. */
-#define RACE_SLOT 256
+/*
+ * A WRITE of two pages is two packets or more: the responder holds the MR from
+ * the first to the last, so a deregistration between them is seen by the copy
+ * of a later packet.
+ */
+#define RACE_SLOT (2 * PAGE)
 
 struct race {
 	FIXTURE_DATA(edge) *self;
@@ -1376,6 +1381,7 @@ struct race {
 	uint32_t rkey, lkey;
 	bool local;			/* the VA MR is the local side (lkey) */
 	_Atomic int deregistered;	/* ibv_dereg_mr() returned */
+	_Atomic unsigned long completed;	/* completions seen so far */
 	int last_bad_status;
 	/* Results of the posting thread for one round. */
 	unsigned long ok, errors, after;
@@ -1543,7 +1549,7 @@ static void *race_poster(void *arg)
 				/* WRITE from the VA MR to the peer. */
 				pattern_fill(r->mem + slot, RACE_SLOT, seeds[k], 0);
 				ret = rdma_pair_post_write(&self->pair, 0, k, r->mem + slot, r->lkey,
-							   (uintptr_t)self->dst + (k / 2) * PAGE,
+							   (uintptr_t)self->dst + (k / 2) * RACE_SLOT,
 							   self->dst_mr->rkey, RACE_SLOT);
 			} else if (k & 1) {
 				ret = rdma_pair_post_read(&self->pair, 0, k, self->dst + (k / 2) * PAGE,
@@ -1567,6 +1573,7 @@ static void *race_poster(void *arg)
 				r->timeouts++;
 				return NULL;
 			}
+			atomic_fetch_add(&r->completed, 1);
 			k = (int)wc.wr_id;
 			if (st != IBV_WC_SUCCESS) {
 				if (st != IBV_WC_WR_FLUSH_ERR &&
@@ -1585,8 +1592,8 @@ static void *race_poster(void *arg)
 				if (pattern_check(r->mem + (k / 2) * PAGE, PAGE, 7, 0) != (size_t)-1)
 					r->bad_data++;
 			} else if (r->local) {
-				if (pattern_check(self->dst + (k / 2) * PAGE, RACE_SLOT, seeds[k], 0) !=
-				    (size_t)-1)
+				if (pattern_check(self->dst + (k / 2) * RACE_SLOT, RACE_SLOT, seeds[k],
+						  0) != (size_t)-1)
 					r->bad_data++;
 			} else if (k & 1) {
 				if (pattern_check(self->dst + (k / 2) * PAGE, PAGE, 7, 0) != (size_t)-1)
@@ -1609,7 +1616,7 @@ static void *race_poster(void *arg)
 /*
  * @rounds rounds of: register a VA MR over mem, let race_poster() post
  * through it (as the remote side, or with @local as the local side), and
- * deregister it after 0-8 ms. Every WR completes, no success once
+ * deregister it in the middle of the traffic. Every WR completes, no success once
  * ibv_dereg_mr() returned, every success's data right, VmPin back, nothing
  * in the kernel log.
  */
@@ -1629,14 +1636,24 @@ static void race_rounds(struct __test_metadata *_metadata, FIXTURE_DATA(edge) *s
 	for (round = 0; round < rounds; round++) {
 		struct race r = { .self = self, .mem = mem, .local = local };
 		struct ibv_mr *mr = ibv_reg_mr(self->pair.pd, mem, RACE_LEN, ACC_VA);
+		unsigned long want;
 		pthread_t t;
+		int spins;
 
 		ASSERT_NE(NULL, mr) TH_LOG("round %d: %s", round, strerror(errno));
 		r.rkey = mr->rkey;
 		r.lkey = mr->lkey;
 		ASSERT_EQ(0, pthread_create(&t, NULL, race_poster, &r));
+		/*
+		 * In the middle of the traffic: after 1-16 completions (at most 2 s),
+		 * then 0-2 ms more, so that the deregistration falls between the
+		 * packets of a WRITE or READ in flight.
+		 */
+		want = 1 + (unsigned long)(rand() % 16);
+		for (spins = 0; atomic_load(&r.completed) < want && spins < 2000; spins++)
+			usleep(1000);
 		d.tv_sec = 0;
-		d.tv_nsec = (long)(rand() % 8000) * 1000;
+		d.tv_nsec = (long)(rand() % 2000) * 1000;
 		nanosleep(&d, NULL);
 		ASSERT_EQ(0, ibv_dereg_mr(mr)) TH_LOG("round %d", round);
 		atomic_store(&r.deregistered, 1);
