@@ -12,6 +12,9 @@
  *                 the last byte and over the whole MR, a remote access error
  *                 one byte before and one byte past it, the bytes around the
  *                 MR untouched.
+ *   va_mr_param_leaves_wrapping_mr_normal  with rdma_rxe's va_mr set, a
+ *                 registration without the bit whose iovas wrap registers as
+ *                 a normal MR.
  *   addr_out_of_range_and_huge_len  a kernel address, a range across the
  *                 top of user space or wrapping past 2^64 (refused), 64 GiB as
  *                 root (registered or ENOMEM, no kernel complaint).
@@ -518,6 +521,70 @@ TEST_F(edge, addr_out_of_range_and_huge_len)
 	if (kfd >= 0)
 		close(kfd);
 	munmap(m + huge / 2, PAGE);
+}
+
+#define VA_MR_PARAM "/sys/module/rdma_rxe/parameters/va_mr"
+
+/* Write @v to rdma_rxe's va_mr parameter: 0 or -errno. */
+static int set_va_mr(char v)
+{
+	int fd = open(VA_MR_PARAM, O_WRONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, &v, 1) != 1)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * rdma_rxe's va_mr set (every user MR gets VA semantics): a registration
+ * without the bit whose iovas wrap past 2^64, which a VA MR refuses, still
+ * registers, as a normal MR (va_mr never makes a registration fail); one
+ * that does not wrap becomes a VA MR; with the bit, the wrap is refused.
+ */
+TEST_F(edge, va_mr_param_leaves_wrapping_mr_normal)
+{
+	uint8_t *m = map_anon(4 * PAGE);
+	struct vamr_mr_query q;
+	struct ibv_mr *mr;
+	char old = '0';
+	int fd = vamr_open(), pfd;
+
+	NEED_VA();
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, fd);
+	pfd = open(VA_MR_PARAM, O_RDONLY | O_CLOEXEC);
+	if (pfd < 0)
+		SKIP(return, "no %s", VA_MR_PARAM);
+	ASSERT_EQ(1, read(pfd, &old, 1));
+	close(pfd);
+	if (set_va_mr('1'))
+		SKIP(return, "cannot write %s (root needed)", VA_MR_PARAM);
+
+	mr = ibv_reg_mr_iova2(self->pair.pd, m, 4 * PAGE, 0 - 2 * PAGE, ACC_REMOTE);
+	EXPECT_NE(NULL, mr) TH_LOG("va_mr=1, wrapping iovas, no bit: %s", strerror(errno));
+	if (mr) {
+		q = vamr_mr_query_of(mr);
+		EXPECT_EQ(-ENOENT, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q)) TH_LOG("a VA MR");
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	}
+	mr = ibv_reg_mr_iova2(self->pair.pd, m, 4 * PAGE, 0 - 4 * PAGE, ACC_REMOTE);
+	EXPECT_NE(NULL, mr) TH_LOG("va_mr=1, iovas up to 2^64: %s", strerror(errno));
+	if (mr) {
+		q = vamr_mr_query_of(mr);
+		EXPECT_EQ(0, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q)) TH_LOG("not a VA MR");
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	}
+	mr = ibv_reg_mr_iova2(self->pair.pd, m, 4 * PAGE, 0 - 2 * PAGE, ACC_VA);
+	EXPECT_EQ(NULL, mr);
+	EXPECT_EQ(EINVAL, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	EXPECT_EQ(0, set_va_mr(old));
+	close(fd);
+	munmap(m, 4 * PAGE);
 }
 
 /* Length 0: EINVAL, nothing charged; the same as a normal MR's answer or better. */
