@@ -139,6 +139,19 @@ static size_t region_matches_cpu(int fd, uint32_t h, const void *addr, size_t le
 	return r;
 }
 
+/*
+ * Writes one byte into each of n pages from p: fresh pages are mapped there
+ * within microseconds (the verify pass, 2 ms after an invalidation, then
+ * finds them present and must swap its pins for them).
+ */
+static void touch_pages(uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		((volatile uint8_t *)p)[i * PAGE] = 1;
+}
+
 static int pidfd_open(pid_t pid)
 {
 	return syscall(__NR_pidfd_open, pid, 0);
@@ -1216,11 +1229,20 @@ TEST(droppable_region)
 	ASSERT_EQ(0, vamr_write(fd, h, buf + PAGE + 5, tmp, 3 * PAGE));
 	EXPECT_EQ(PATTERN_OK, pattern_check(buf + PAGE + 5, 3 * PAGE, 0x72, 0));
 
-	/* DONTNEED: zeros for the CPU and for the region; then the CPU's new bytes. */
+	/*
+	 * DONTNEED: zeros for the CPU and for the region (read at once); then the
+	 * CPU's new bytes, read after the verify pass swapped the pins for them.
+	 */
 	ASSERT_EQ(0, madvise(buf + 4 * PAGE, 4 * PAGE, MADV_DONTNEED));
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h, buf, len, &err));
 	EXPECT_EQ(0, buf[4 * PAGE]);
+	ASSERT_EQ(0, madvise(buf + 12 * PAGE, 4 * PAGE, MADV_DONTNEED));
+	/* New pages at once, before the verify pass (2 ms later) looks. */
+	touch_pages(buf + 12 * PAGE, 4);
 	pattern_fill(buf + 4 * PAGE, 4 * PAGE, 0x73, 0);
+	pattern_fill(buf + 12 * PAGE, 4 * PAGE, 0x75, 0);
+	usleep(50000);
+	EXPECT_EQ(PATTERN_OK, region_check(fd, h, buf + 12 * PAGE, 4 * PAGE, 0x75, 0, &err));
 	EXPECT_EQ(PATTERN_OK, region_check(fd, h, buf + 4 * PAGE, 4 * PAGE, 0x73, 0, &err));
 	/* PAGEOUT: droppable pages not pinned may go; the region agrees with the CPU. */
 	madvise(buf, len, MADV_PAGEOUT);
@@ -1285,13 +1307,23 @@ TEST(mseal_region)
 	EXPECT_EQ(PATTERN_OK, pattern_check(buf, len, 0x82, 0));
 	EXPECT_EQ(PATTERN_OK, region_check(fd, h2, buf + PAGE, 2 * PAGE, 0x82, PAGE, &err));
 
-	/* DONTNEED of sealed writable anonymous memory: allowed or not, the region agrees. */
-	ret = madvise(buf + 2 * PAGE, 2 * PAGE, MADV_DONTNEED);
+	/*
+	 * DONTNEED of sealed writable anonymous memory: allowed or not, the
+	 * region agrees with the CPU, read at once (zeros) and after the CPU
+	 * wrote the released pages and the verify pass swapped the pins.
+	 */
+	ret = madvise(buf + 5 * PAGE, 2 * PAGE, MADV_DONTNEED);
 	EXPECT_TRUE(ret == 0 || errno == EPERM);
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h, buf, len, &err));
-	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h2, buf + PAGE, 2 * PAGE, &err));
+	ret = madvise(buf + 2 * PAGE, 2 * PAGE, MADV_DONTNEED);
+	EXPECT_TRUE(ret == 0 || errno == EPERM);
+	touch_pages(buf + 2 * PAGE, 2);
 	pattern_fill(buf + 2 * PAGE, 2 * PAGE, 0x83, 0);
+	usleep(50000);
 	EXPECT_EQ(PATTERN_OK, region_check(fd, h, buf + 2 * PAGE, 2 * PAGE, 0x83, 0, &err));
+	EXPECT_EQ(PATTERN_OK, region_check(fd, h2, buf + 2 * PAGE, PAGE, 0x83, 0, &err));
+	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h, buf, len, &err));
+	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h2, buf + PAGE, 2 * PAGE, &err));
 
 	EXPECT_EQ(0, vamr_unregister(fd, h2));
 	EXPECT_EQ(0, vamr_unregister(fd, h));
@@ -1698,8 +1730,14 @@ TEST(process_vm_writev_from_other_process)
 	EXPECT_EQ(PATTERN_OK, pattern_check(zero + PAGE - 3, 6 * PAGE, 0xc2, 9 * PAGE + 9));
 	EXPECT_EQ(PATTERN_OK, pattern_check(priv + 2 * PAGE + 1, 9 * PAGE, 0xc2,
 					    15 * PAGE + 9));
-	/* The regions see exactly what the CPU sees. */
+	/*
+	 * The regions see exactly what the CPU sees: the anonymous one at once
+	 * (an access meets the pins the writes made suspect and pins again),
+	 * the others after the verify pass ran (it must swap the old pins for
+	 * the new pages itself).
+	 */
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, ha, anon, len, &err));
+	usleep(50000);
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, hz, zero, len, &err));
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, hp, priv, len, &err));
 	EXPECT_EQ(PATTERN_OK, region_check(fd, hz, zero + PAGE - 3, 6 * PAGE, 0xc2,
@@ -1865,6 +1903,8 @@ TEST(proc_mem_force_write_from_other_process)
 	EXPECT_EQ(PATTERN_OK, pattern_check(ro + 3 * PAGE + 11, 2 * PAGE, 0xf6, 0));
 	EXPECT_EQ(PATTERN_OK, pattern_check(ro, 3 * PAGE + 11, 0xf5, 0));
 	EXPECT_EQ(PATTERN_OK, pattern_check(zero + PAGE - 5, 3 * PAGE, 0xf7, 0));
+	/* After the verify pass (it must swap the zero page's pins for the new pages). */
+	usleep(50000);
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h, ro, len, &err));
 	EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, hz, zero, len, &err));
 	EXPECT_EQ(PATTERN_OK, region_check(fd, hz, zero + PAGE - 5, 3 * PAGE, 0xf7, 0, &err));
