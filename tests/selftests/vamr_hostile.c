@@ -1014,6 +1014,121 @@ TEST(exec_during_rdma_traffic)
 	close(vfd);
 }
 
+/*
+ * A forked child (its own mm) shares the parent's uverbs file. Its write()
+ * commands are refused (another security context), but the ioctl path is
+ * not: the child registers a VA MR of its own memory in the parent's PD
+ * (charged to the child's mm, not the parent's; MR_QUERY finds it for the
+ * child only; a peer's READ through the parent's QP gets the child's bytes,
+ * and an error once the child is gone), and it deregisters the parent's VA
+ * MR, whose charge then goes back to the parent's mm.
+ */
+TEST(forked_child_uses_parents_uverbs_file)
+{
+	const size_t len = 8 * PAGE;
+	uint8_t *buf = map_anon(len), *land = map_anon(len);
+	struct rdma_pair p = { 0 };
+	struct ibv_mr *mr, *lmr;
+	struct vamr_counters c0, c;
+	struct vamr_mr_query q;
+	int c2p[2], p2c[2], fd, rc, st, i;
+	uint64_t msg[4];
+	long pin0;
+	pid_t pid;
+	uint8_t b = 1;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, land);
+	rc = rdma_pair_open(&p, NULL);
+	if (rc == -ENODEV)
+		SKIP(return, "no RDMA device");
+	ASSERT_EQ(0, rc);
+	fd = vamr_open();
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, gcounters(fd, &c0));
+	pin0 = vamr_vmpin_kb();
+	pattern_fill(buf, len, 0x31, 0);
+	ASSERT_EQ(0, rdma_pair_reg_mr(&p, buf, len, ACC | VAMR_ACCESS_VA, &mr));
+	ASSERT_EQ(0, rdma_pair_reg_mr(&p, land, len, ACC, &lmr));
+	/* Both charged: the VA MR by vamr, the normal MR by ib_umem_get(). */
+	ASSERT_EQ(pin0 + (long)(2 * len / 1024), vamr_vmpin_kb());
+	ASSERT_EQ(0, pipe(c2p));
+	ASSERT_EQ(0, pipe(p2c));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		uint8_t *mine = map_anon(len);
+		uint32_t h, lkey, rkey;
+		int cfd = vamr_open();
+
+		if (!mine || cfd < 0 || vamr_vmpin_kb() != 0)
+			_exit(3);
+		pattern_fill(mine, len, 0x32, 0);
+		if (uv_reg_mr(p.ctx->cmd_fd, p.pd->handle, mine, len, ACC | VAMR_ACCESS_VA, &h,
+			      &lkey, &rkey))
+			_exit(4);
+		if (vamr_vmpin_kb() != (long)(len / 1024))
+			_exit(5);
+		q = (struct vamr_mr_query){ .key = lkey,
+					    .ib_index = ibv_get_device_index(p.ctx->device) };
+		if (vamr_ioctl(cfd, VAMR_IOC_MR_QUERY, &q) || q.addr != (uintptr_t)mine)
+			_exit(6);
+		/* The parent's VA MR is not this mm's: no answer; but it can be destroyed. */
+		q = vamr_mr_query_of(mr);
+		if (vamr_ioctl(cfd, VAMR_IOC_MR_QUERY, &q) != -ENOENT)
+			_exit(7);
+		if (uv_dereg_mr(p.ctx->cmd_fd, mr->handle))
+			_exit(8);
+		if (vamr_vmpin_kb() != (long)(len / 1024))
+			_exit(9);
+		msg[0] = h;
+		msg[1] = lkey;
+		msg[2] = rkey;
+		msg[3] = (uintptr_t)mine;
+		if (write_all(c2p[1], msg, sizeof(msg)) || read_all(p2c[0], &b, 1))
+			_exit(10);
+		_exit(0);
+	}
+	ASSERT_EQ(0, read_all(c2p[0], msg, sizeof(msg)));
+	/* The parent's VA MR is gone, its charge back with the parent's mm. */
+	EXPECT_EQ(pin0 + (long)(len / 1024), vamr_vmpin_kb());
+	q = vamr_mr_query_of(mr);
+	EXPECT_EQ(-ENOENT, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
+	/* The child's MR: not the parent's memory, no answer here, the child's bytes. */
+	q = (struct vamr_mr_query){ .key = (uint32_t)msg[1],
+				    .ib_index = ibv_get_device_index(p.ctx->device) };
+	EXPECT_EQ(-ENOENT, vamr_ioctl(fd, VAMR_IOC_MR_QUERY, &q));
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma_pair_read_sync(&p, 0, land, lmr->lkey, msg[3],
+						      (uint32_t)msg[2], len, 0));
+	EXPECT_EQ(PATTERN_OK, pattern_check(land, len, 0x32, 0));
+	ASSERT_EQ(0, gcounters(fd, &c));
+	EXPECT_EQ(c0.regions + 1, c.regions);
+	EXPECT_EQ(c0.pages_pinned + len / PAGE, c.pages_pinned);
+	/* The child goes: its MR's region is dead, a READ fails, nothing delivered. */
+	ASSERT_EQ(0, write_all(p2c[1], &b, 1));
+	st = wait_exit(pid);
+	ASSERT_EQ(0, st);
+	memset(land, 0xa5, len);
+	rc = rdma_pair_read_sync(&p, 0, land, lmr->lkey, msg[3], (uint32_t)msg[2], len, 0);
+	EXPECT_NE(IBV_WC_SUCCESS, rc);
+	for (i = 0; i < (int)len; i++)
+		if (land[i] != 0xa5)
+			break;
+	EXPECT_EQ((int)len, i);
+	ASSERT_EQ(0, gcounters(fd, &c));
+	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
+	/* The parent deregisters the child's MR: a region of a gone mm. */
+	EXPECT_EQ(0, uv_dereg_mr(p.ctx->cmd_fd, (uint32_t)msg[0]));
+	ASSERT_EQ(0, gcounters(fd, &c));
+	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_EQ(pin0 + (long)(len / 1024), vamr_vmpin_kb());
+	ibv_dereg_mr(lmr);
+	EXPECT_EQ(pin0, vamr_vmpin_kb());
+	/* mr was destroyed by the child: its libibverbs struct is left as it is. */
+	rdma_pair_close(&p);
+	close(fd);
+}
+
 /* ---------------------------------------------------------------------- */
 /* 2. memfd_secret                                                        */
 /* ---------------------------------------------------------------------- */
