@@ -431,8 +431,9 @@ static int helper_dev(char **argv)
 	HCHECK(vamr_unregister(fd2, h) == 0);
 	HCHECK(vamr_vmpin_kb() == 0);
 
-	/* Closing the inherited file tears the old regions down. */
+	/* Closing the inherited file tears the old regions down (charges to the old mm). */
 	HCHECK(close(fd) == 0);
+	HCHECK(vamr_vmpin_kb() == 0);
 	HCHECK(gcounters(fd2, &c) == 0);
 	HCHECK(c.regions == regions0 && c.pages_pinned == pinned0);
 	close(fd2);
@@ -510,8 +511,12 @@ static int helper_verbs(char **argv)
 
 	HCHECK(uv_dereg_mr(cmd, h) == 0);
 	HCHECK(vamr_vmpin_kb() == 0);
-	/* Deregistering the old MR from here tears down a region of a gone mm. */
+	/*
+	 * Deregistering the old MR from here tears down a region of a gone mm:
+	 * its charge goes back to that mm, not to this one.
+	 */
 	HCHECK(uv_dereg_mr(cmd, old_mr) == 0);
+	HCHECK(vamr_vmpin_kb() == 0);
 	HCHECK(vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q) == -ENOENT);
 	close(vfd);
 	return 0;
@@ -1089,6 +1094,8 @@ TEST(forked_child_uses_parents_uverbs_file)
 			_exit(10);
 		_exit(0);
 	}
+	close(c2p[1]);
+	close(p2c[0]);
 	ASSERT_EQ(0, read_all(c2p[0], msg, sizeof(msg)));
 	/* The parent's VA MR is gone, its charge back with the parent's mm. */
 	EXPECT_EQ(pin0 + (long)(len / 1024), vamr_vmpin_kb());
