@@ -171,7 +171,7 @@ impl Region {
                 break;
             };
             idx = gap;
-            for _ in 0..REPIN_ATTEMPTS {
+            for attempt in 0..REPIN_ATTEMPTS {
                 let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`): none
@@ -234,11 +234,16 @@ impl Region {
                     None => {
                         self.stats.add(Kind::RepinRetries, 1);
                         self.check_interrupted()?;
-                        // An access that lost a race pins only its own pages from now on, and
-                        // none past them: the window after them is an optimisation, and
-                        // retrying it would hold `mmap_lock` longer against the invalidations
-                        // that keep winning.
-                        if let PinCause::Access { until, .. } = cause {
+                        // A batch's first lost race is retried as it was: a long-term pin of
+                        // pages in ZONE_MOVABLE (or CMA) migrates them before it pins
+                        // (`migrate_longterm_unpinnable_folios()`), and the migration
+                        // invalidates the round's own pages (`MMU_NOTIFY_CLEAR`), so such a
+                        // round always loses once; the retry finds the migrated pages and
+                        // pins them without migrating. After that, an access that lost a
+                        // race pins only its own pages, and none past them: the window after
+                        // them is an optimisation, and retrying it would hold `mmap_lock`
+                        // longer against the invalidations that keep winning.
+                        if let (PinCause::Access { until, .. }, 1..) = (cause, attempt) {
                             if idx >= until {
                                 break 'pages;
                             }
