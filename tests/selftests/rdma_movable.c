@@ -564,7 +564,7 @@ TEST_F(mov, verify_pass)
  * bytes never change, and every page is pinned once all is over.
  */
 #define THREADS 4
-#define ROUNDS 4
+#define ROUNDS 2
 #define CLEN (256 * PAGE)
 struct reader {
 	int fd;
