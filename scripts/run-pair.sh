@@ -22,6 +22,13 @@
 # fails (QEMU error, no end marker) or the time is up, both are torn down.
 # Exit status: 0 when both guests reached their end marker, 124 on a
 # watchdog timeout, 1 otherwise. TCG unless VAMR_ACCEL=kvm.
+#
+# Node b boots with a Movable zone (VAMR_PAIR_B_ARGS, appended to its kernel
+# command line; default movablecore=50%, empty: none): its processes' memory
+# is allocated there first, so every long-term pin on node b (the MRs of the
+# rdma_remote, rping and perftest servers and of the MPI rank, VA MRs
+# included) migrates its pages out of the zone first, and node b runs
+# rdma_movable (tests/pair/node-b.sh). Node a keeps an ordinary layout.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -70,8 +77,11 @@ sock_a=$logdir/link-a.sock sock_b=$logdir/link-b.sock
 rm -f "$sock_a" "$sock_b"
 
 boot() { # node mac local-socket remote-socket
-	local node=$1 mac=$2 lsock=$3 rsock=$4
-	guest_qemu "$timeout_s" "$kdir" "$top/scripts/guest/node-init" "$run" "$logdir/$node" "vamr_node=$node" \
+	local node=$1 mac=$2 lsock=$3 rsock=$4 args="vamr_node=$1"
+	if [ "$node" = b ]; then
+		args+=${VAMR_PAIR_B_ARGS-" movablecore=50%"}
+	fi
+	guest_qemu "$timeout_s" "$kdir" "$top/scripts/guest/node-init" "$run" "$logdir/$node" "$args" \
 		-smp 1 -m 1536M \
 		-netdev dgram,id=link,local.type=unix,local.path="$lsock",remote.type=unix,remote.path="$rsock" \
 		-device virtio-net-pci,netdev=link,mac="$mac" -nic none

@@ -51,7 +51,7 @@ if [ "$sanitize" = 0 ]; then
 	rm -f "$logdir/times" "$logdir/host.tap"
 	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
 	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
-	pair_tests=${VAMR_PAIR_TESTS:-pair_link mpi_remap rdma_remote rping perftest libfabric}
+	pair_tests=${VAMR_PAIR_TESTS:-movable pair_link mpi_remap rdma_remote rping perftest libfabric}
 	# The host checks start with the build of the modules and the tests
 	# (prepare.sh), then the pair and the one-node guest run at the same time
 	# as whatever is left of them: under TCG the one-node guest keeps about

@@ -33,6 +33,20 @@ impl Round {
 /// are left absent (to be pinned on the next access).
 pub(super) const REPIN_ATTEMPTS: u32 = 16;
 
+/// How many times a pin round whose long-term pin failed with `ENOMEM` is tried in all (the
+/// first try included) before the error is returned. A long-term pin of a page in
+/// ZONE_MOVABLE (or CMA) migrates the page first, and that migration fails (`ENOMEM`) while
+/// another task holds a reference on the page: in particular while another pin round pins the
+/// same page at the same moment (two CPUs' accesses of fresh memory), whose own migration then
+/// succeeds. The next try finds the migrated page (or waits on its migration entry) and pins it
+/// without migrating. Not a cure: tasks that pin the same fresh pages at once can keep
+/// colliding (4 threads reading the same 256 fresh pages: 8 reads of 16 failed with `ENOMEM`;
+/// 4 threads registering normal MRs there: 3-12 of 16 `ibv_reg_mr()` failed). Waiting between
+/// tries made it worse under TCG (GUP's own `-EAGAIN` loop spins meanwhile: the same test ran
+/// past 120 s). A page held for longer (a pipe buffer after `vmsplice`) fails every try: each
+/// takes `migrate_pages()`' own retries (10-50 ms under TCG for one page).
+pub(super) const MIGRATE_ATTEMPTS: u32 = 4;
+
 /// Why pages are being pinned (for the counters).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum PinCause {
@@ -122,9 +136,10 @@ impl Region {
     /// `mmu_interval_read_retry()` protocol: pin without the lock, commit a batch under the
     /// lock only if no invalidation of its pages began since its `read_begin` (see
     /// [`Region::round_stale`]), else drop it and pin it again
-    /// ([`REPIN_ATTEMPTS`] times, then leave it absent). Pages that cannot be pinned are
-    /// skipped: holes and VMAs that refuse the access a VMA at a time, other pages one by one
-    /// (see [`resume_after_fault`]).
+    /// ([`REPIN_ATTEMPTS`] times, then leave it absent). A round whose pin fails with `ENOMEM`
+    /// (a failed migration out of a movable zone) is tried again, [`MIGRATE_ATTEMPTS`] times in
+    /// all. Pages that cannot be pinned are skipped: holes and VMAs that refuse the access a
+    /// VMA at a time, other pages one by one (see [`resume_after_fault`]).
     ///
     /// Bounded: each round pins at most `PIN_BATCH` pages, and between rounds the call stops
     /// with `ECANCELED` once the region is cancelled and with `EINTR` on a fatal signal.
@@ -171,7 +186,8 @@ impl Region {
                 break;
             };
             idx = gap;
-            for _ in 0..REPIN_ATTEMPTS {
+            let mut failed_migrations = 0;
+            for attempt in 0..REPIN_ATTEMPTS {
                 let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
                 // Pages that must be pinned (the rest may stop short, see `PinCause`): none
@@ -212,6 +228,14 @@ impl Region {
                         if matches!(cause, PinCause::Access { until, .. } if idx >= until) {
                             break 'pages;
                         }
+                        // A failed migration out of a movable zone is tried again: see
+                        // `MIGRATE_ATTEMPTS`. Counted as a lost race.
+                        if e == ENOMEM && failed_migrations + 1 < MIGRATE_ATTEMPTS {
+                            failed_migrations += 1;
+                            self.stats.add(Kind::RepinRetries, 1);
+                            self.check_interrupted()?;
+                            continue;
+                        }
                         return Err(e);
                     }
                 };
@@ -234,11 +258,16 @@ impl Region {
                     None => {
                         self.stats.add(Kind::RepinRetries, 1);
                         self.check_interrupted()?;
-                        // An access that lost a race pins only its own pages from now on, and
-                        // none past them: the window after them is an optimisation, and
-                        // retrying it would hold `mmap_lock` longer against the invalidations
-                        // that keep winning.
-                        if let PinCause::Access { until, .. } = cause {
+                        // A batch's first lost race is retried as it was: a long-term pin of
+                        // pages in ZONE_MOVABLE (or CMA) migrates them before it pins
+                        // (`migrate_longterm_unpinnable_folios()`), and the migration
+                        // invalidates the round's own pages (`MMU_NOTIFY_CLEAR`), so such a
+                        // round always loses once; the retry finds the migrated pages and
+                        // pins them without migrating. After that, an access that lost a
+                        // race pins only its own pages, and none past them: the window after
+                        // them is an optimisation, and retrying it would hold `mmap_lock`
+                        // longer against the invalidations that keep winning.
+                        if let (PinCause::Access { until, .. }, 1..) = (cause, attempt) {
                             if idx >= until {
                                 break 'pages;
                             }

@@ -19,6 +19,9 @@
 #   tap  libfabric          fi_pingpong (libfabric's verbs provider, data
 #                           checked) per MR mode; with va_mr and the preload
 #                           library its bytes go through VA MRs on both nodes
+# and one section of node b (tests/pair/node-b.sh), run before node b is ready:
+#   tap  movable            tests/selftests/rdma_movable on node b, which boots
+#                           with a Movable zone (scripts/run-pair.sh)
 #
 # VAMR_PAIR_TESTS (space-separated, default all of the above but the table)
 # selects sections; VAMR_PAIR_BREAK=1 inverts the expectation of the stock
