@@ -1290,13 +1290,23 @@ static void mw_row(struct __test_metadata *_metadata, FIXTURE_DATA(edge) *self,
 	ASSERT_EQ(IBV_WC_SUCCESS, st) TH_LOG("read through the window: %d", st);
 	EXPECT_EQ((size_t)-1, pattern_check(self->dst, PAGE, 72, 0));
 	/*
-	 * Past the window but inside the MR: rxe 7.3 checks only the MR's range
-	 * for an access through a window (check_rkey(), any MR): logged, not
-	 * asserted; nothing outside the MR may change.
+	 * Past the window but inside the MR: refused as an rkey violation
+	 * (patches/rxe/0012; the stock rxe checked only the MR's range and let
+	 * this WRITE through), and nothing changes, neither the window's last
+	 * bytes nor the MR's bytes after it. The same for a READ that starts
+	 * before the window.
 	 */
 	st = peer_write(self, (uintptr_t)win + PAGE - 4, rkey, 8, 73);
-	TH_LOG("write past a type %d window, inside the MR: %s", type,
-	       st >= 0 ? ibv_wc_status_str(st) : strerror(-st));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st)
+		TH_LOG("write past a type %d window, inside the MR: %s", type,
+		       st >= 0 ? ibv_wc_status_str(st) : strerror(-st));
+	ASSERT_EQ(0, recover_after(self, st));
+	EXPECT_EQ((size_t)-1, pattern_check(win, PAGE, 72, 0));
+	EXPECT_EQ(-1, first_not_bg(win + PAGE, base + 3 * PAGE - win - PAGE));
+	st = peer_read(self, (uintptr_t)win - 8, rkey, 16);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st)
+		TH_LOG("read from before a type %d window: %s", type,
+		       st >= 0 ? ibv_wc_status_str(st) : strerror(-st));
 	ASSERT_EQ(0, recover_after(self, st));
 	EXPECT_EQ(-1, first_not_bg(m, PAGE));
 	EXPECT_EQ(-1, first_not_bg(base + 3 * PAGE, PAGE));
