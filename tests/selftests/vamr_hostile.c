@@ -717,6 +717,66 @@ TEST(vfork_exec)
 }
 
 /*
+ * The child's side of the exec tests with a peer: a VA MR of @len bytes of
+ * fresh memory filled with the pattern of @seed, two RC QPs connected to the
+ * peer's (QP numbers over the pipes @to_peer and @from_peer, then the MR's
+ * rkey and address), then it waits for the peer's go and clears FD_CLOEXEC
+ * of the uverbs file so that it survives the exec. Exits (3-8) on failure.
+ */
+static void child_export_va_mr(struct rdma_pair *p, struct ibv_mr **mr, uint8_t **buf,
+			       size_t len, uint64_t seed, int to_peer, int from_peer)
+{
+	uint32_t q[2], peer[2];
+	uint64_t out[2];
+	uint8_t go;
+	int i;
+
+	*buf = map_anon(len);
+	if (!*buf || rdma_pair_open(p, NULL))
+		_exit(3);
+	pattern_fill(*buf, len, seed, 0);
+	if (rdma_pair_reg_mr(p, *buf, len, ACC | VAMR_ACCESS_VA, mr))
+		_exit(4);
+	q[0] = p->qp[0]->qp_num;
+	q[1] = p->qp[1]->qp_num;
+	if (write_all(to_peer, q, sizeof(q)) || read_all(from_peer, peer, sizeof(peer)))
+		_exit(5);
+	for (i = 0; i < 2; i++)
+		if (xconnect(p, i, peer[i], 0x2000 + i, 0x1000 + i))
+			_exit(6);
+	out[0] = (*mr)->rkey;
+	out[1] = (uintptr_t)*buf;
+	if (write_all(to_peer, out, sizeof(out)) || read_all(from_peer, &go, 1))
+		_exit(7);
+	/* Keep the uverbs file across exec. */
+	if (fcntl(p->ctx->cmd_fd, F_SETFD, 0))
+		_exit(8);
+}
+
+/*
+ * The peer's side of child_export_va_mr(): connects @t's two QPs to the
+ * child's and reads the child's MR (@info: rkey, address). 0, or -1 when a
+ * pipe or a QP transition failed.
+ */
+static int connect_to_child(struct rdma_pair *t, int from_child, int to_child, uint64_t info[2])
+{
+	uint32_t mine[2], theirs[2];
+	int i;
+
+	if (read_all(from_child, theirs, sizeof(theirs)))
+		return -1;
+	mine[0] = t->qp[0]->qp_num;
+	mine[1] = t->qp[1]->qp_num;
+	for (i = 0; i < 2; i++)
+		if (xconnect(t, i, theirs[i], 0x1000 + i, 0x2000 + i))
+			return -1;
+	if (write_all(to_child, mine, sizeof(mine)) ||
+	    read_all(from_child, info, 2 * sizeof(info[0])))
+		return -1;
+	return 0;
+}
+
+/*
  * A VA MR across exec: the process keeps its uverbs file (FD_CLOEXEC
  * cleared) and execs. A peer in another process (this test) has RC QPs
  * connected to two QPs of that file. After the exec: the old MR answers
@@ -734,7 +794,6 @@ TEST(exec_with_live_va_mr)
 	struct vamr_counters c0, c;
 	struct ibv_mr *land_mr = NULL;
 	int p2t[2], t2p[2], h2t[2], t2h[2], vfd, rc, st, i;
-	uint32_t mine[2], theirs[2];
 	uint64_t info[2], msg[3];
 	uint8_t *land, go = 1;
 	pid_t pid;
@@ -751,30 +810,10 @@ TEST(exec_with_live_va_mr)
 	if (pid == 0) {
 		struct rdma_pair p = { 0 };
 		struct ibv_mr *mr;
-		uint8_t *buf = map_anon(len);
-		uint32_t q[2], peer[2];
-		uint64_t out[2];
+		uint8_t *buf;
 		char a[9][32];
 
-		if (!buf || rdma_pair_open(&p, NULL))
-			_exit(3);
-		pattern_fill(buf, len, 0xe4, 0);
-		if (rdma_pair_reg_mr(&p, buf, len, ACC | VAMR_ACCESS_VA, &mr))
-			_exit(4);
-		q[0] = p.qp[0]->qp_num;
-		q[1] = p.qp[1]->qp_num;
-		if (write_all(p2t[1], q, sizeof(q)) || read_all(t2p[0], peer, sizeof(peer)))
-			_exit(5);
-		for (i = 0; i < 2; i++)
-			if (xconnect(&p, i, peer[i], 0x2000 + i, 0x1000 + i))
-				_exit(6);
-		out[0] = mr->rkey;
-		out[1] = (uintptr_t)buf;
-		if (write_all(p2t[1], out, sizeof(out)) || read_all(t2p[0], &go, 1))
-			_exit(7);
-		/* Keep the uverbs file across exec. */
-		if (fcntl(p.ctx->cmd_fd, F_SETFD, 0))
-			_exit(8);
+		child_export_va_mr(&p, &mr, &buf, len, 0xe4, p2t[1], t2p[0]);
 		snprintf(a[0], 32, "%d", p.ctx->cmd_fd);
 		snprintf(a[1], 32, "%u", p.pd->handle);
 		snprintf(a[2], 32, "%u", mr->handle);
@@ -802,13 +841,7 @@ TEST(exec_with_live_va_mr)
 	land = map_anon(len);
 	ASSERT_NE(NULL, land);
 	ASSERT_EQ(0, rdma_pair_reg_mr(&t, land, len, ACC, &land_mr));
-	ASSERT_EQ(0, read_all(p2t[0], theirs, sizeof(theirs)));
-	mine[0] = t.qp[0]->qp_num;
-	mine[1] = t.qp[1]->qp_num;
-	for (i = 0; i < 2; i++)
-		ASSERT_EQ(0, xconnect(&t, i, theirs[i], 0x1000 + i, 0x2000 + i));
-	ASSERT_EQ(0, write_all(t2p[1], mine, sizeof(mine)));
-	ASSERT_EQ(0, read_all(p2t[0], info, sizeof(info)));
+	ASSERT_EQ(0, connect_to_child(&t, p2t[0], t2p[1], info));
 
 	/* Before the exec: the old MR gives the old image's bytes. */
 	ASSERT_EQ(IBV_WC_SUCCESS, rdma_pair_read_sync(&t, 0, land, land_mr->lkey, info[1],
@@ -861,10 +894,9 @@ TEST(exec_during_rdma_traffic)
 	struct rdma_pair t = { 0 };
 	struct vamr_counters c0, c;
 	struct ibv_mr *land_mr = NULL, *src_mr = NULL;
-	int p2t[2], t2p[2], h2t[2], t2h[2], vfd, rc, st, i, inflight = 0;
+	int p2t[2], t2p[2], h2t[2], t2h[2], vfd, rc, st, inflight = 0;
 	int reads_ok = 0, reads_after = 0, writes_ok = 0;
 	bool rerr = false, werr = false, execd = false;
-	uint32_t mine[2], theirs[2];
 	uint8_t *land, *src, go = 1;
 	uint64_t info[2], n = 0, nr = 0;
 	double t_exec = 0;
@@ -882,29 +914,10 @@ TEST(exec_during_rdma_traffic)
 	if (pid == 0) {
 		struct rdma_pair p = { 0 };
 		struct ibv_mr *mr;
-		uint8_t *buf = map_anon(len);
-		uint32_t q[2], peer[2];
-		uint64_t out[2];
+		uint8_t *buf;
 		char a[4][32];
 
-		if (!buf || rdma_pair_open(&p, NULL))
-			_exit(3);
-		pattern_fill(buf, len, 0xd1, 0);
-		if (rdma_pair_reg_mr(&p, buf, len, ACC | VAMR_ACCESS_VA, &mr))
-			_exit(4);
-		q[0] = p.qp[0]->qp_num;
-		q[1] = p.qp[1]->qp_num;
-		if (write_all(p2t[1], q, sizeof(q)) || read_all(t2p[0], peer, sizeof(peer)))
-			_exit(5);
-		for (i = 0; i < 2; i++)
-			if (xconnect(&p, i, peer[i], 0x2000 + i, 0x1000 + i))
-				_exit(6);
-		out[0] = mr->rkey;
-		out[1] = (uintptr_t)buf;
-		if (write_all(p2t[1], out, sizeof(out)) || read_all(t2p[0], &go, 1))
-			_exit(7);
-		if (fcntl(p.ctx->cmd_fd, F_SETFD, 0))
-			_exit(8);
+		child_export_va_mr(&p, &mr, &buf, len, 0xd1, p2t[1], t2p[0]);
 		snprintf(a[0], 32, "%d", p.ctx->cmd_fd);
 		snprintf(a[1], 32, "%u", mr->handle);
 		snprintf(a[2], 32, "%d", h2t[1]);
@@ -931,13 +944,7 @@ TEST(exec_during_rdma_traffic)
 	pattern_fill(src, chunk, 0xd1, 0);
 	ASSERT_EQ(0, rdma_pair_reg_mr(&t, land, len, ACC, &land_mr));
 	ASSERT_EQ(0, rdma_pair_reg_mr(&t, src, chunk, ACC, &src_mr));
-	ASSERT_EQ(0, read_all(p2t[0], theirs, sizeof(theirs)));
-	mine[0] = t.qp[0]->qp_num;
-	mine[1] = t.qp[1]->qp_num;
-	for (i = 0; i < 2; i++)
-		ASSERT_EQ(0, xconnect(&t, i, theirs[i], 0x1000 + i, 0x2000 + i));
-	ASSERT_EQ(0, write_all(t2p[1], mine, sizeof(mine)));
-	ASSERT_EQ(0, read_all(p2t[0], info, sizeof(info)));
+	ASSERT_EQ(0, connect_to_child(&t, p2t[0], t2p[1], info));
 
 	/*
 	 * WRITEs of the old image's own bytes (chunk-sized, at rotating offsets)
