@@ -241,6 +241,20 @@ static int qp_to_rts(struct rdma_pair *p, struct ibv_qp *qp, uint32_t sq_psn)
 				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
 }
 
+int rdma_pair_connect_qp(struct rdma_pair *p, struct ibv_qp *qp, uint32_t dest_qpn,
+			 uint32_t sq_psn, uint32_t rq_psn)
+{
+	int rc = qp_to_reset(qp);
+
+	if (!rc)
+		rc = qp_to_init(p, qp);
+	if (!rc)
+		rc = qp_to_rtr(p, qp, dest_qpn, rq_psn);
+	if (!rc)
+		rc = qp_to_rts(p, qp, sq_psn);
+	return rc;
+}
+
 /* Both QPs in RESET -> INIT -> RTR -> RTS, each pointing at the other. */
 static int connect_pair(struct rdma_pair *p)
 {

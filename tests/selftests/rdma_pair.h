@@ -193,6 +193,15 @@ int rdma_pair_send_recv_sync(struct rdma_pair *p, int side,
 
 /* --- QP state --- */
 
+/*
+ * Moves @qp (of @p's PD and port, or another QP of @p's context) through
+ * RESET, INIT, RTR and RTS towards the RC QP @dest_qpn on @p's GID (another
+ * process's, or one created outside the pair), with @p's attributes: 0 or
+ * -errno.
+ */
+int rdma_pair_connect_qp(struct rdma_pair *p, struct ibv_qp *qp, uint32_t dest_qpn,
+			 uint32_t sq_psn, uint32_t rq_psn);
+
 /* Current state of qp[@side] (enum ibv_qp_state, >= 0) or -errno. */
 int rdma_pair_qp_state(struct rdma_pair *p, int side);
 

@@ -747,47 +747,10 @@ static void xpair_close(struct xpair *x)
 	memset(x, 0, sizeof(*x));
 }
 
-static int xpair_modify(FIXTURE_DATA(edge) *self, struct ibv_qp *qp, enum ibv_qp_state state,
-			uint32_t dest_qpn)
-{
-	struct rdma_pair *p = &self->pair;
-	struct ibv_qp_attr a;
-	int mask = IBV_QP_STATE;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = state;
-	if (state == IBV_QPS_INIT) {
-		a.port_num = p->port;
-		a.qp_access_flags = RDMA_PAIR_QP_ACCESS;
-		mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-	} else if (state == IBV_QPS_RTR) {
-		a.path_mtu = p->mtu;
-		a.dest_qp_num = dest_qpn;
-		a.max_dest_rd_atomic = 4;
-		a.min_rnr_timer = 12;
-		a.ah_attr.is_global = 1;
-		a.ah_attr.port_num = p->port;
-		a.ah_attr.grh.dgid = p->gid;
-		a.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
-		a.ah_attr.grh.hop_limit = 64;
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	} else {
-		a.timeout = RDMA_PAIR_DEFAULT_ACK_TIMEOUT;
-		a.retry_cnt = RDMA_PAIR_DEFAULT_RETRY_CNT;
-		a.rnr_retry = 7;
-		a.max_rd_atomic = 4;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			IBV_QP_MAX_QP_RD_ATOMIC;
-	}
-	return ibv_modify_qp(qp, &a, mask);
-}
-
 /* 0 or an errno; on failure nothing is left. */
 static int xpair_open(FIXTURE_DATA(edge) *self, struct xpair *x)
 {
-	static const enum ibv_qp_state steps[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
-	int i, s, err;
+	int i, err;
 
 	memset(x, 0, sizeof(*x));
 	x->atomic_write = true;
@@ -814,14 +777,13 @@ static int xpair_open(FIXTURE_DATA(edge) *self, struct xpair *x)
 		if (!x->qp[i])
 			goto fail;
 	}
-	for (s = 0; s < 3; s++)
-		for (i = 0; i < 2; i++) {
-			err = xpair_modify(self, x->qp[i], steps[s], x->qp[!i]->qp_num);
-			if (err) {
-				errno = err;
-				goto fail;
-			}
+	for (i = 0; i < 2; i++) {
+		err = rdma_pair_connect_qp(&self->pair, x->qp[i], x->qp[!i]->qp_num, 0, 0);
+		if (err) {
+			errno = -err;
+			goto fail;
 		}
+	}
 	x->qpx = ibv_qp_to_qp_ex(x->qp[0]);
 	if (!x->qpx)
 		goto fail;

@@ -166,51 +166,11 @@ static int wait_exit(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Moves a QP of the pair to RESET, then INIT, RTR, RTS towards remote_qpn (another process). */
+/* Connects qp[@side] of the pair to @remote_qpn (a QP of another process). */
 static int xconnect(struct rdma_pair *p, int side, uint32_t remote_qpn, uint32_t my_psn,
 		    uint32_t remote_psn)
 {
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RESET;
-	if (ibv_modify_qp(p->qp[side], &a, IBV_QP_STATE))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = p->port;
-	a.qp_access_flags = RDMA_PAIR_QP_ACCESS;
-	if (ibv_modify_qp(p->qp[side], &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -2;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = p->mtu;
-	a.dest_qp_num = remote_qpn;
-	a.rq_psn = remote_psn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = p->port;
-	a.ah_attr.grh.dgid = p->gid;
-	a.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	if (ibv_modify_qp(p->qp[side], &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -3;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = my_psn;
-	a.max_rd_atomic = 4;
-	if (ibv_modify_qp(p->qp[side], &a,
-			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		return -4;
-	return 0;
+	return rdma_pair_connect_qp(p, p->qp[side], remote_qpn, my_psn, remote_psn);
 }
 
 static int write_all(int fd, const void *b, size_t n)
