@@ -11,8 +11,7 @@
 #                    for KDIR's release, rdma_rxe depends on vamr
 #   dkms_install     dkms install into a scratch module tree; depmod resolves
 #                    the patched rdma_rxe (updates/) against vamr
-#   make_install     make install, in a copy of the package's source (or in
-#                    the built tree of --install-tree), into a
+#   make_install     make install, in a copy of the package's source, into a
 #                    staging root: vamr.ko, the uapi
 #                    header (compiles alone), the udev rule, vamrctl,
 #                    libvamr-preload.so
@@ -33,15 +32,7 @@
 # Nothing is installed on the host: dkms runs with throwaway --dkmstree,
 # --sourcetree and --installtree, make install with INSTALL_MOD_PATH/DESTDIR.
 #
-# usage: host-checks.sh KDIR OUT [--install-tree DIR --after FILE]
-#   OUT: the section, "### BEGIN tap host" ...
-#   --install-tree DIR --after FILE: make install runs in DIR, a tree that
-#     scripts/prepare.sh builds against KDIR at the same time, once FILE
-#     exists (scripts/test.sh creates it when the build is done; at most
-#     30 min of waiting): it then finds vamr.ko up to date, where a fresh copy
-#     compiles the crate once more (about a minute of a core, which the
-#     guests beside it need). The build from the package's source alone is
-#     dkms_build's. Without them: a fresh copy, as a packager builds it.
+# usage: host-checks.sh KDIR OUT     (OUT: the section, "### BEGIN tap host" ...)
 # Log of the commands: OUT's directory, host-checks.log.
 set -uo pipefail
 
@@ -50,15 +41,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 
 kdir=$1 out=$2
-shift 2
-install_tree="" install_after=""
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--install-tree) install_tree=$2; shift 2 ;;
-	--after) install_after=$2; shift 2 ;;
-	*) die "usage: host-checks.sh KDIR OUT [--install-tree DIR --after FILE]" ;;
-	esac
-done
 log_file="$(dirname "$out")/host-checks.log"
 : >"$log_file"
 kver=$(cat "$kdir/include/config/kernel.release")
@@ -166,27 +148,10 @@ fi
 ok=1 why=""
 stage="$scratch/stage"
 read -r -a llvm <<<"$(kbuild_llvm_args "$kdir")"
-# From the package's source (the copy above), which builds vamr.ko the way a
-# packager does; or, with --install-tree, in that tree once scripts/prepare.sh
-# has built it there (never while it builds: the two makes would race).
-install_src=$src
-if [ -n "$install_tree" ]; then
-	install_src=$install_tree
-	waited=0
-	while [ -n "$install_after" ] && [ ! -e "$install_after" ] && [ "$waited" -lt 1800 ]; do
-		sleep 1
-		waited=$((waited + 1))
-	done
-	echo "make install in $install_src (waited ${waited:-0} s for $install_after)" >>"$log_file"
-fi
-made=0
-if [ -n "$install_after" ] && [ ! -e "$install_after" ]; then
-	why="the build of $install_tree did not finish in 30 min"
-else
-	run make -C "$install_src" KDIR="$kdir" "${llvm[@]}" INSTALL_MOD_PATH="$stage" DESTDIR="$stage" install &&
-		made=1
-fi
-if [ "$made" = 1 ]; then
+# From the package's source (the copy above), not the work tree: that builds
+# vamr.ko the way a packager does, and does not race with scripts/prepare.sh,
+# which test.sh runs in the work tree at the same time.
+if run make -C "$src" KDIR="$kdir" "${llvm[@]}" INSTALL_MOD_PATH="$stage" DESTDIR="$stage" install; then
 	for f in "lib/modules/$kver/updates/vamr.ko" usr/local/include/misc/vamr.h \
 		etc/udev/rules.d/60-vamr.rules usr/local/bin/vamrctl usr/local/lib/libvamr-preload.so; do
 		[ -f "$stage/$f" ] || { ok=0; why="$why no $f;"; }
@@ -201,7 +166,7 @@ if [ "$made" = 1 ]; then
 	[ "$("$stage/usr/local/bin/vamrctl" --version 2>/dev/null | awk '{ print $2 }')" = "$version" ] ||
 		{ ok=0; why="$why vamrctl --version is not VERSION;"; }
 else
-	ok=0 why=${why:-make install failed}
+	ok=0 why="make install failed"
 fi
 result make_install $((1 - ok)) "$why"
 

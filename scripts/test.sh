@@ -9,8 +9,7 @@
 # At the same time as the build (VAMR_SERIAL=1: after it, one after the
 # other), the host-side packaging checks (scripts/host-checks.sh: dkms build
 # and install against the test kernel tree, make install, all into scratch
-# directories; their make install runs in this tree once the build here is
-# done) run; their results are the section "host" (host.*). Logs:
+# directories) run; their results are the section "host" (host.*). Logs:
 # build/logs/test/{console,results,qemu,host-checks}.log, and times (what
 # each part took). Also at the same time, the two-node tests
 # (scripts/run-pair.sh, tests/pair/node-a.sh and node-b.sh;
@@ -49,9 +48,7 @@ if [ "$sanitize" = 0 ]; then
 	logdir="$VAMR_BUILD/logs/test"
 	pairlog="$VAMR_BUILD/logs/pair"
 	mkdir -p "$logdir"
-	# "prepared": the build in the work tree is done (host_checks waits for
-	# it before its make install there).
-	rm -f "$logdir/times" "$logdir/host.tap" "$logdir/prepared"
+	rm -f "$logdir/times" "$logdir/host.tap"
 	# The two-node tests (tests/pair/node-a.sh): two guests on the host's
 	# user space, a private link, Open MPI/UCX, rdma_remote, rping, perftest.
 	pair_tests=${VAMR_PAIR_TESTS:-movable pair_link mpi_remap rdma_remote rping perftest libfabric}
@@ -73,7 +70,7 @@ if [ "$sanitize" = 0 ]; then
 	host_checks() {
 		local t=$SECONDS
 		log "host checks (dkms build, make install): $logdir/host-checks.log"
-		"$here/host-checks.sh" "$kdir" "$logdir/host.tap" --install-tree "$top" --after "$logdir/prepared" ||
+		"$here/host-checks.sh" "$kdir" "$logdir/host.tap" ||
 			[ -s "$logdir/host.tap" ] || printf '### BEGIN tap host\n### END tap host rc=1\n' >"$logdir/host.tap"
 		echo "host checks $((SECONDS - t))s" >>"$logdir/times"
 	}
@@ -96,7 +93,6 @@ if [ "$sanitize" = 0 ]; then
 	if [ "$serial" = 1 ]; then
 		VAMR_KDIR=$kdir "$here/prepare.sh" >/dev/null
 		t_prepare=$SECONDS
-		touch "$logdir/prepared"
 		host_checks
 		one_node || guest_rc=$?
 		pair || pair_rc=$?
@@ -107,7 +103,6 @@ if [ "$sanitize" = 0 ]; then
 		trap 'kill "$host_pid" 2>/dev/null || true' EXIT
 		VAMR_KDIR=$kdir "$here/prepare.sh" >/dev/null
 		t_prepare=$SECONDS
-		touch "$logdir/prepared"
 		pair &
 		pair_pid=$!
 		one_node || guest_rc=$?
