@@ -75,8 +75,8 @@ va_mrs() {
 preload_lines() { grep -c '^vamr-preload: ' $err; }
 
 case $mode in
-stock) total=4 ;;
-load) total=3 ;;
+stock) total=6 ;;
+load) total=4 ;;
 *) total=14 ;;
 esac
 : >$out
@@ -94,6 +94,14 @@ if [ ! -x "$helpers/va_mr_remap" ] || [ ! -f "$preload" ]; then
 fi
 
 if [ $mode = load ]; then
+	# rdma_rxe not loaded at all: vamrctl va-mr says so (exit 1).
+	run vamrctl va-mr status
+	if [ $rc = 1 ] && ! grep -q '^rdma_rxe ' /proc/modules &&
+		grep -qx "vamrctl: va-mr: rdma_rxe is not loaded (modprobe rdma_rxe va_mr=1 loads it with the switch on)" $err; then
+		ok vamrctl_va_mr_without_rdma_rxe
+	else
+		not_ok vamrctl_va_mr_without_rdma_rxe "rc=$rc (want 1 and the message)"
+	fi
 	# Set at load time: modprobe rdma_rxe va_mr=1.
 	if ! grep -q '^rdma_rxe ' /proc/modules && modprobe rdma_rxe va_mr=1 2>$err &&
 		[ "$(cat $param)" = Y ]; then
@@ -157,6 +165,35 @@ if [ $mode = stock ]; then
 		ok stock_vamrctl_says_no_va_mr_parameter
 	else
 		not_ok stock_vamrctl_says_no_va_mr_parameter "rc=$rc (want 1 and the message)"
+	fi
+
+	# vamr is not loaded here (the guest loads it beside the stock rxe only
+	# later): no /dev/vamr, and vamrctl says to load the module (exit 1).
+	bad=""
+	for args in "caps" "stats --global" "mr-query 1"; do
+		# shellcheck disable=SC2086
+		run vamrctl $args
+		[ $rc = 1 ] && grep -qx "vamrctl: cannot open /dev/vamr: No such file or directory (ENOENT): is the vamr module loaded? (modprobe vamr)" $err ||
+			bad="$bad [$args: rc=$rc]"
+	done
+	if [ -z "$bad" ] && [ ! -e /dev/vamr ]; then
+		ok stock_vamrctl_without_vamr_module
+	else
+		not_ok stock_vamrctl_without_vamr_module "$bad"
+	fi
+
+	# The library's look for the missing attribute (ENOENT) must not leak
+	# into errno after a successful registration: the same errno as without
+	# the library.
+	probe=$helpers/va_mr_preload_probe
+	run "$probe" reg "$dev"
+	want=$(grep '^errno ' $out)
+	run LD_PRELOAD="$preload" "$probe" reg "$dev"
+	if [ $rc = 0 ] && [ "$want" = "errno reg-$dev EHWPOISON" ] &&
+		[ "$(grep '^errno ' $out)" = "$want" ] && grep -qx "mr reg $dev va=no" $out; then
+		ok stock_preload_keeps_errno
+	else
+		not_ok stock_preload_keeps_errno "rc=$rc, want '$want', got '$(grep '^errno ' $out)'"
 	fi
 	[ $fails = 0 ]
 	exit
