@@ -34,7 +34,8 @@ not_ok() {
 	sed 's/^/# stderr: /' $err
 }
 skip() { n=$((n + 1)); echo "ok $n $1 # SKIP $2"; }
-run() { env "$@" >$out 2>$err; rc=$?; }
+# run [ENV=VALUE...] PROGRAM ARGS...: $rc, $out, $err; 60 s at most
+run() { timeout 60 env "$@" >$out 2>$err; rc=$?; }
 # count PATTERN FILE: lines of FILE matching the extended regexp
 count() { grep -cE "$1" "$2"; }
 # Lines of the preload library.

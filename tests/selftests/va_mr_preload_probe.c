@@ -353,7 +353,8 @@ static int mode_fork_during_log(void)
 			usleep(5000);
 	}
 	printf("# writer blocked in its stderr write: %s\n", blocked ? "yes" : "no (not held)");
-	fflush(NULL);
+	/* (Not fflush(NULL): the writer holds stderr's stdio lock.) */
+	fflush(stdout);
 	pid = fork();
 	if (pid < 0)
 		return 1;
