@@ -182,15 +182,13 @@ if [ $mode = stock ]; then
 		not_ok stock_vamrctl_without_vamr_module "$bad"
 	fi
 
-	# The library's look for the missing attribute (ENOENT) must not leak
-	# into errno after a successful registration: the same errno as without
-	# the library.
+	# errno after a successful registration: the same as without the
+	# library (its look for the missing attribute, ENOENT, must not show).
 	probe=$helpers/va_mr_preload_probe
 	run "$probe" reg "$dev"
 	want=$(grep '^errno ' $out)
 	run LD_PRELOAD="$preload" "$probe" reg "$dev"
-	if [ $rc = 0 ] && [ "$want" = "errno reg-$dev EHWPOISON" ] &&
-		[ "$(grep '^errno ' $out)" = "$want" ] && grep -qx "mr reg $dev va=no" $out; then
+	if [ $rc = 0 ] && [ -n "$want" ] && [ "$(grep '^errno ' $out)" = "$want" ] && grep -qx "mr reg $dev va=no" $out; then
 		ok stock_preload_keeps_errno
 	else
 		not_ok stock_preload_keeps_errno "rc=$rc, want '$want', got '$(grep '^errno ' $out)'"

@@ -26,8 +26,12 @@ n=0
 fails=0
 total=13
 
-ok() { n=$((n + 1)); echo "ok $n $1"; }
+t0=$(date +%s.%N)
+# The seconds since the last ok/not ok, as a TAP comment.
+took() { t1=$(date +%s.%N); echo "# took $(echo "$t1 - $t0" | bc 2>/dev/null || echo ?) s"; t0=$t1; }
+ok() { took; n=$((n + 1)); echo "ok $n $1"; }
 not_ok() {
+	took
 	n=$((n + 1)); fails=$((fails + 1))
 	echo "not ok $n $1 # $2"
 	sed 's/^/# stdout: /' $out
@@ -69,10 +73,10 @@ cleanup() {
 trap cleanup EXIT
 
 # 1. First registrations of 16 threads at once, on two devices: every MR a VA
-# MR, one line per device, however the threads interleave (three processes).
+# MR, one line per device, however the threads interleave (two processes).
 if [ $rxe1 = yes ]; then
 	bad=""
-	for r in 1 2 3; do
+	for r in 1 2; do
 		run LD_PRELOAD="$preload" "$probe" threads 16 rxe0 rxe1
 		if [ $rc != 0 ] || [ "$(count '^mr thread.* va=yes$' $out)" != 64 ] ||
 			[ "$(count '^mr ' $out)" != 64 ] || [ "$(lines)" != 2 ] ||
@@ -140,17 +144,17 @@ else
 	not_ok exec_inherits_preload "rc=$rc: cat with the library loaded libibverbs or printed"
 fi
 
-# 6. dlopen / run / dlclose of a library with a private libibverbs, three
-# times in one process: VA MRs every time, bytes right after each remap, no
+# 6. dlopen / run / dlclose of a library with a private libibverbs, twice in
+# one process: VA MRs every time, bytes right after each remap, no
 # crash through a pointer into an unloaded libibverbs.
-run LD_PRELOAD="$preload" "$helpers/va_mr_dlopen" --cycles 3
+run LD_PRELOAD="$preload" "$helpers/va_mr_dlopen" --cycles 2
 grep '^# cycle' $out
-if [ $rc = 0 ] && [ "$(count '^outcome .* CORRECT$' $out)" = 18 ] &&
-	[ "$(count '^outcome ' $out)" = 18 ] && [ "$(count '^va-mr .* yes$' $out)" = 6 ] &&
-	grep -q '^# cycle 2 rc 0 ' $out && [ "$(lines)" = 1 ]; then
+if [ $rc = 0 ] && [ "$(count '^outcome .* CORRECT$' $out)" = 12 ] &&
+	[ "$(count '^outcome ' $out)" = 12 ] && [ "$(count '^va-mr .* yes$' $out)" = 4 ] &&
+	grep -q '^# cycle 1 rc 0 ' $out && [ "$(lines)" = 1 ]; then
 	ok dlopen_dlclose_cycles
 else
-	not_ok dlopen_dlclose_cycles "rc=$rc, $(count '^outcome .* CORRECT$' $out) of 18 CORRECT"
+	not_ok dlopen_dlclose_cycles "rc=$rc, $(count '^outcome .* CORRECT$' $out) of 12 CORRECT"
 fi
 
 # 7. A dlmopen() namespace: the dynamic linker does not load LD_PRELOAD
@@ -168,10 +172,9 @@ fi
 # library: the valid ones become VA MRs (ODP ones stay ODP), everything else
 # gives the same answer, errno included. ibv_rereg_mr (not wrapped) of a VA
 # MR is refused except for a PD change (va-mr-for-jobs.rst).
-va_cases=" reg_mr_macro_const reg_mr_macro_optional_bit reg_mr_macro_variable reg_mr_exported
-	reg_mr_iova_macro_const reg_mr_iova_exported reg_mr_iova2 iova2_ends_at_2_64
-	mw_bind_exported mw_bind_iova2 hugetlb_flag_exported hugetlb_flag_iova2
-	remote_atomic_exported remote_atomic_iova2 "
+va_cases=" reg_mr_macro_const reg_mr_macro_optional_bit reg_mr_macro_variable reg_mr_exported"
+va_cases="$va_cases reg_mr_iova_macro_const reg_mr_iova_exported reg_mr_iova2 iova2_ends_at_2_64"
+va_cases="$va_cases mw_bind_exported mw_bind_iova2 remote_atomic_exported remote_atomic_iova2 "
 run "$probe" entry rxe0
 mv $out $base
 run LD_PRELOAD="$preload" "$probe" entry rxe0
@@ -214,15 +217,17 @@ fi
 # 10-11. rxe1's vamr_access unreadable (mode 0400, an unprivileged user), then
 # holding something else than one access flag (a bind mount over it, in a
 # mount namespace of its own): rxe0's MRs still get VA semantics, rxe1's are
-# normal, the library says what is wrong with the attribute (not that it is
-# missing), and errno after the registration is what it was before.
+# normal, and the library says what is wrong with the attribute (not that it
+# is missing).
 if [ $rxe1 = yes ]; then
+	# Copies an unprivileged user can reach (the programs' directory is 0700).
+	pub=/tmp/va_mr_preload.pub
+	rm -rf $pub && mkdir -m 0755 $pub && cp "$probe" "$preload" $pub/
 	chmod 0400 $attr1
 	run setpriv --reuid=65534 --regid=65534 --clear-groups \
-		env LD_PRELOAD="$preload" "$probe" reg rxe0 rxe1
+		env LD_PRELOAD="$pub/${preload##*/}" "$pub/va_mr_preload_probe" reg rxe0 rxe1
 	chmod 0444 $attr1
 	if [ $rc = 0 ] && grep -qx 'mr reg rxe0 va=yes' $out && grep -qx 'mr reg rxe1 va=no' $out &&
-		grep -qx 'errno reg-rxe0 EHWPOISON' $out && grep -qx 'errno reg-rxe1 EHWPOISON' $out &&
 		[ "$(lines)" = 2 ] && [ "$(count "$(va_line rxe0)" $err)" = 1 ] &&
 		grep -qx "vamr-preload: rxe1: cannot read $attr1 (Permission denied): registering normal MRs" $err; then
 		ok attribute_unreadable_on_one_device
@@ -233,7 +238,7 @@ if [ $rxe1 = yes ]; then
 	run unshare -m sh -c "mount --bind /tmp/va_mr_preload.junk $attr1 &&
 		exec env LD_PRELOAD='$preload' '$probe' reg rxe0 rxe1"
 	if [ $rc = 0 ] && grep -qx 'mr reg rxe0 va=yes' $out && grep -qx 'mr reg rxe1 va=no' $out &&
-		grep -qx 'errno reg-rxe1 EHWPOISON' $out && [ "$(lines)" = 2 ] &&
+		[ "$(lines)" = 2 ] &&
 		grep -qx "vamr-preload: rxe1: $attr1 says 'junk', not an access flag: registering normal MRs" $err; then
 		ok attribute_garbage_on_one_device
 	else
@@ -252,13 +257,15 @@ else
 	not_ok quiet_still_va "rc=$rc"
 fi
 
-# 13. errno after a successful registration is what it was before (the
-# library's own look at sysfs must not leak into it).
+# 13. errno after a successful registration is what it is without the
+# library (libibverbs 44 leaves 0).
+run "$probe" reg rxe0
+want=$(grep '^errno ' $out)
 run LD_PRELOAD="$preload" "$probe" reg rxe0
-if [ $rc = 0 ] && grep -qx 'errno reg-rxe0 EHWPOISON' $out; then
-	ok errno_kept_on_success
+if [ $rc = 0 ] && [ -n "$want" ] && [ "$(grep '^errno ' $out)" = "$want" ]; then
+	ok errno_as_without_library
 else
-	not_ok errno_kept_on_success "rc=$rc"
+	not_ok errno_as_without_library "rc=$rc, want '$want'"
 fi
 
 [ $fails = 0 ]

@@ -226,8 +226,8 @@ if [ -e /sys/module/rdma_rxe/parameters/va_mr ]; then
 		bad="$bad [va-mr on: rc=$rc]"
 fi
 rm -f /tmp/vamrctl-0600
-mknod -m 0600 /tmp/vamrctl-0600 c "$(stat -c '%t' /dev/vamr | xargs printf '%d')" \
-	"$(stat -c '%T' /dev/vamr | xargs printf '%d')"
+mknod -m 0600 /tmp/vamrctl-0600 c "$(printf '%d' "0x$(stat -c '%t' /dev/vamr)")" \
+	"$(printf '%d' "0x$(stat -c '%T' /dev/vamr)")"
 run $nobody vamrctl --device /tmp/vamrctl-0600 caps
 rm -f /tmp/vamrctl-0600
 [ $rc = 1 ] && grep -q 'cannot open /tmp/vamrctl-0600: .*(EACCES): the device is not open to this user' $err ||
