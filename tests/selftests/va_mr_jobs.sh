@@ -10,15 +10,18 @@
 #
 # usage: va_mr_jobs.sh            on the patched rdma_rxe (rxe0), vamr loaded
 #        va_mr_jobs.sh --load     with rdma_rxe unloaded (the guest's unload
-#                                 phase, section va_mr_jobs_load): loads it
+#                                 phase, section va_mr_jobs_load): vamrctl
+#                                 va-mr says rdma_rxe is not loaded; loads it
 #                                 with va_mr=1, adds rxe0, checks that plain
 #                                 MRs get VA semantics, deletes rxe0 (the
 #                                 guest unloads rdma_rxe)
 #        va_mr_jobs.sh --stock    on the stock rdma_rxe (the guest's baseline
 #                                 section, va_mr_jobs_stock): the preload
 #                                 library says the device has no VA MRs and the
-#                                 program works with normal MRs; vamrctl va-mr
-#                                 says there is no va_mr parameter
+#                                 program works with normal MRs, errno as
+#                                 without it; vamrctl va-mr says there is no
+#                                 va_mr parameter, vamrctl's /dev/vamr
+#                                 commands that vamr is not loaded
 # Environment: VAMR_PRELOAD (default /usr/local/lib/libvamr-preload.so),
 # VAMR_TEST_HELPERS (default /usr/libexec/vamr-tests), VAMR_IBDEV (rxe0).
 mode=patched

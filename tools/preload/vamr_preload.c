@@ -305,8 +305,9 @@ static unsigned int with_va(struct ibv_pd *pd, unsigned int access, uint64_t iov
 #undef ibv_reg_mr
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-	reg_mr_fn fn = resolve((void **)&real_reg_mr, "ibv_reg_mr", "IBVERBS_1.1");
+	/* What the caller had (the look-ups below may change it). */
 	int saved_errno = errno;
+	reg_mr_fn fn = resolve((void **)&real_reg_mr, "ibv_reg_mr", "IBVERBS_1.1");
 	unsigned int a;
 
 	if (!fn) {
@@ -314,7 +315,7 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 		return NULL;
 	}
 	a = with_va(pd, (unsigned int)access, (uintptr_t)addr, length);
-	/* What the caller had: the real function leaves what it leaves. */
+	/* The real function then leaves what it leaves. */
 	errno = saved_errno;
 	return fn(pd, addr, length, (int)a);
 }
@@ -322,9 +323,9 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int acce
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 				unsigned int access)
 {
+	int saved_errno = errno;
 	reg_mr_iova2_fn fn = resolve((void **)&real_reg_mr_iova2, "ibv_reg_mr_iova2",
 				     "IBVERBS_1.8");
-	int saved_errno = errno;
 	unsigned int a;
 
 	if (!fn) {
