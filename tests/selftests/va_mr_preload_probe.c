@@ -55,7 +55,7 @@
 
 #define MAX_DEVS 4
 #define MAX_THREADS 64
-#define BUF_PAGES 4
+#define BUF_PAGES 1
 /* IB_UVERBS_ACCESS_FLUSH_PERSISTENT (not named by libibverbs 44). */
 #define ACCESS_FLUSH_PERSISTENT (1u << 9)
 
@@ -93,18 +93,30 @@ static void *new_buf(void)
 	return p;
 }
 
-/* Whether vamr knows @mr as a VA MR of this process. */
+/*
+ * Whether vamr knows @mr as a VA MR of this process. One /dev/vamr file per
+ * process, opened at the first query (a forked child opens its own: the
+ * query answers for the caller's mm).
+ */
+static int vamr_fd = -1;
+static pid_t vamr_fd_pid;
+
 static const char *is_va(const struct ibv_mr *mr)
 {
 	struct vamr_mr_query q = vamr_mr_query_of(mr);
-	int fd = open("/dev/vamr", O_RDWR | O_CLOEXEC);
-	int ret;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	int fd;
 
+	pthread_mutex_lock(&lock);
+	if (vamr_fd < 0 || vamr_fd_pid != getpid()) {
+		vamr_fd = open("/dev/vamr", O_RDWR | O_CLOEXEC);
+		vamr_fd_pid = getpid();
+	}
+	fd = vamr_fd;
+	pthread_mutex_unlock(&lock);
 	if (fd < 0)
 		return "no";
-	ret = ioctl(fd, VAMR_IOC_MR_QUERY, &q);
-	close(fd);
-	return ret == 0 && q.len == mr->length ? "yes" : "no";
+	return ioctl(fd, VAMR_IOC_MR_QUERY, &q) == 0 && q.len == mr->length ? "yes" : "no";
 }
 
 static int open_dev(struct dev *d)
