@@ -10,15 +10,18 @@
 #
 # usage: va_mr_jobs.sh            on the patched rdma_rxe (rxe0), vamr loaded
 #        va_mr_jobs.sh --load     with rdma_rxe unloaded (the guest's unload
-#                                 phase, section va_mr_jobs_load): loads it
+#                                 phase, section va_mr_jobs_load): vamrctl
+#                                 va-mr says rdma_rxe is not loaded; loads it
 #                                 with va_mr=1, adds rxe0, checks that plain
 #                                 MRs get VA semantics, deletes rxe0 (the
 #                                 guest unloads rdma_rxe)
 #        va_mr_jobs.sh --stock    on the stock rdma_rxe (the guest's baseline
 #                                 section, va_mr_jobs_stock): the preload
 #                                 library says the device has no VA MRs and the
-#                                 program works with normal MRs; vamrctl va-mr
-#                                 says there is no va_mr parameter
+#                                 program works with normal MRs, errno as
+#                                 without it; vamrctl va-mr says there is no
+#                                 va_mr parameter, vamrctl's /dev/vamr
+#                                 commands that vamr is not loaded
 # Environment: VAMR_PRELOAD (default /usr/local/lib/libvamr-preload.so),
 # VAMR_TEST_HELPERS (default /usr/libexec/vamr-tests), VAMR_IBDEV (rxe0).
 mode=patched
@@ -75,8 +78,8 @@ va_mrs() {
 preload_lines() { grep -c '^vamr-preload: ' $err; }
 
 case $mode in
-stock) total=4 ;;
-load) total=3 ;;
+stock) total=6 ;;
+load) total=4 ;;
 *) total=14 ;;
 esac
 : >$out
@@ -94,6 +97,14 @@ if [ ! -x "$helpers/va_mr_remap" ] || [ ! -f "$preload" ]; then
 fi
 
 if [ $mode = load ]; then
+	# rdma_rxe not loaded at all: vamrctl va-mr says so (exit 1).
+	run vamrctl va-mr status
+	if [ $rc = 1 ] && ! grep -q '^rdma_rxe ' /proc/modules &&
+		grep -qx "vamrctl: va-mr: rdma_rxe is not loaded (modprobe rdma_rxe va_mr=1 loads it with the switch on)" $err; then
+		ok vamrctl_va_mr_without_rdma_rxe
+	else
+		not_ok vamrctl_va_mr_without_rdma_rxe "rc=$rc (want 1 and the message)"
+	fi
 	# Set at load time: modprobe rdma_rxe va_mr=1.
 	if ! grep -q '^rdma_rxe ' /proc/modules && modprobe rdma_rxe va_mr=1 2>$err &&
 		[ "$(cat $param)" = Y ]; then
@@ -157,6 +168,33 @@ if [ $mode = stock ]; then
 		ok stock_vamrctl_says_no_va_mr_parameter
 	else
 		not_ok stock_vamrctl_says_no_va_mr_parameter "rc=$rc (want 1 and the message)"
+	fi
+
+	# vamr is not loaded here (the guest loads it beside the stock rxe only
+	# later): no /dev/vamr, and vamrctl says to load the module (exit 1).
+	bad=""
+	for args in "caps" "stats --global" "mr-query 1"; do
+		# shellcheck disable=SC2086
+		run vamrctl $args
+		[ $rc = 1 ] && grep -qx "vamrctl: cannot open /dev/vamr: No such file or directory (ENOENT): is the vamr module loaded? (modprobe vamr)" $err ||
+			bad="$bad [$args: rc=$rc]"
+	done
+	if [ -z "$bad" ] && [ ! -e /dev/vamr ]; then
+		ok stock_vamrctl_without_vamr_module
+	else
+		not_ok stock_vamrctl_without_vamr_module "$bad"
+	fi
+
+	# errno after a successful registration: the same as without the
+	# library (its look for the missing attribute, ENOENT, must not show).
+	probe=$helpers/va_mr_preload_probe
+	run "$probe" reg "$dev"
+	want=$(grep '^errno ' $out)
+	run LD_PRELOAD="$preload" "$probe" reg "$dev"
+	if [ $rc = 0 ] && [ -n "$want" ] && [ "$(grep '^errno ' $out)" = "$want" ] && grep -qx "mr reg $dev va=no" $out; then
+		ok stock_preload_keeps_errno
+	else
+		not_ok stock_preload_keeps_errno "rc=$rc, want '$want', got '$(grep '^errno ' $out)'"
 	fi
 	[ $fails = 0 ]
 	exit

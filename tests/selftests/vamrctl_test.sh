@@ -23,10 +23,10 @@ run() { "$@" >$out 2>$err; rc=$?; }
 field() { awk -v k="$1" '$1 == k { print $2; exit }' $out; }
 
 echo "TAP version 13"
-echo "1..11"
+echo "1..16"
 
 if ! command -v vamrctl >/dev/null; then
-	for i in 1 2 3 4 5 6 7 8 9 10 11; do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
+	for i in $(seq 1 16); do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
 	exit 0
 fi
 
@@ -140,6 +140,117 @@ if [ -z "$bad" ]; then
 	ok usage_errors_exit_2
 else
 	not_ok usage_errors_exit_2 "$bad"
+fi
+
+# Output that cannot be written is a failure (exit 1, said on stderr), not
+# a silent success: stdout on /dev/full.
+bad=""
+for args in "--help" "--version" "caps" "stats --global" "va-mr status"; do
+	# shellcheck disable=SC2086
+	vamrctl $args >/dev/full 2>$err
+	rc=$?
+	if [ $rc != 1 ] ||
+		! grep -qx 'vamrctl: write error on standard output: No space left on device (ENOSPC)' $err; then
+		bad="$bad [$args: rc=$rc, $(head -c 200 $err)]"
+	fi
+done
+: >$out
+if [ -z "$bad" ]; then
+	ok write_error_exit_1
+else
+	not_ok write_error_exit_1 "$bad"
+fi
+
+# Arguments that are not what they look like: --device without its PATH, a
+# number with a sign or a blank in front (strtoull would take
+# " -18446744073709551615" for 1), numbers and names far too long.
+long=$(head -c 5000 /dev/zero | tr '\0' 9)
+bad=""
+for args in "--device" "stats --pages  -18446744073709551615" "watch 0  -18446744073709547520" \
+	"mr-query  -18446744073709551615" "mr-query +1" "stats --pages $long" "mr-query $long"; do
+	case "$args" in
+	"stats --pages  "*) set -- stats --pages " ${args#stats --pages  }" ;;
+	"watch 0  "*) set -- watch 0 " ${args#watch 0  }" ;;
+	"mr-query  "*) set -- mr-query " ${args#mr-query  }" ;;
+	*)
+		# shellcheck disable=SC2086
+		set -- $args ;;
+	esac
+	run vamrctl "$@"
+	if [ $rc != 2 ] || ! grep -q "Try 'vamrctl --help'" $err; then
+		bad="$bad [$(echo "$args" | cut -c1-40): rc=$rc]"
+	fi
+done
+run vamrctl --device
+grep -q "^vamrctl: option '--device' needs a PATH" $err || bad="$bad [--device: $(head -1 $err)]"
+run vamrctl "$(head -c 100000 /dev/zero | tr '\0' x)"
+[ $rc = 2 ] && grep -q '^vamrctl: unknown command' $err || bad="$bad [100000-byte command: rc=$rc]"
+run vamrctl --device "/$(head -c 5000 /dev/zero | tr '\0' x)" caps
+[ $rc = 1 ] && grep -q '(ENAMETOOLONG)' $err || bad="$bad [5000-byte --device: rc=$rc]"
+if [ -z "$bad" ]; then
+	ok odd_arguments
+else
+	not_ok odd_arguments "$bad"
+fi
+
+# A file that is no vamr device, and a device node no driver answers.
+run vamrctl --device /dev/null caps
+rc1=$rc
+grep -q 'VAMR_IOC_QUERY: .*(ENOTTY): not a vamr device' $err
+e1=$?
+rm -f /tmp/vamrctl-stale
+mknod /tmp/vamrctl-stale c 60 0
+run vamrctl --device /tmp/vamrctl-stale stats --global
+rm -f /tmp/vamrctl-stale
+if [ $rc1 = 1 ] && [ $e1 = 0 ] && [ $rc = 1 ] &&
+	grep -q 'cannot open /tmp/vamrctl-stale: .*(ENXIO): the device node exists but no driver answers' $err; then
+	ok wrong_device_nodes
+else
+	not_ok wrong_device_nodes "rc=$rc1 (/dev/null), rc=$rc (a node of major 60)"
+fi
+
+# As an unprivileged user: /dev/vamr is for everyone (mode 0666: caps and an
+# own region work), the system-wide switch is not (refused, unchanged), and a
+# node the user may not open says so.
+nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+bad=""
+run $nobody vamrctl caps
+[ $rc = 0 ] && grep -q '^features ' $out || bad="$bad [caps: rc=$rc]"
+run $nobody vamrctl stats --pages 4
+[ $rc = 0 ] && [ "$(field pages_pinned)" = 4 ] || bad="$bad [stats: rc=$rc]"
+if [ -e /sys/module/rdma_rxe/parameters/va_mr ]; then
+	before=$(cat /sys/module/rdma_rxe/parameters/va_mr)
+	run $nobody vamrctl va-mr on
+	[ $rc = 1 ] && grep -q '(EACCES): only root can change it' $err &&
+		[ "$(cat /sys/module/rdma_rxe/parameters/va_mr)" = "$before" ] ||
+		bad="$bad [va-mr on: rc=$rc]"
+fi
+rm -f /tmp/vamrctl-0600
+mknod -m 0600 /tmp/vamrctl-0600 c "$(printf '%d' "0x$(stat -c '%t' /dev/vamr)")" \
+	"$(printf '%d' "0x$(stat -c '%T' /dev/vamr)")"
+run $nobody vamrctl --device /tmp/vamrctl-0600 caps
+rm -f /tmp/vamrctl-0600
+[ $rc = 1 ] && grep -q 'cannot open /tmp/vamrctl-0600: .*(EACCES): the device is not open to this user' $err ||
+	bad="$bad [0600 node: rc=$rc]"
+if [ -z "$bad" ]; then
+	ok unprivileged_user
+else
+	not_ok unprivileged_user "$bad"
+fi
+
+# mr-query, stats and watch refuse trailing garbage and out-of-range numbers
+# the same way (exit 2), and a missing operand of --ib-index / --pages.
+bad=""
+for args in "mr-query 12x" "stats --pages" "stats --pages 1048577" "watch 0 4294967297" \
+	"watch 0x1000 4096 extra" "va-mr maybe" "va-mr on off"; do
+	# shellcheck disable=SC2086
+	run vamrctl $args
+	[ $rc = 2 ] && grep -q "Try 'vamrctl --help'" $err || bad="$bad [$args: rc=$rc]"
+done
+if [ -z "$bad" ]; then
+	ok more_usage_errors_exit_2
+else
+	not_ok more_usage_errors_exit_2 "$bad"
 fi
 
 [ $fails = 0 ]

@@ -16,7 +16,9 @@
  * and adds the device's VA access flag (VAMR_ACCESS_VA, as announced in
  * /sys/class/infiniband/<dev>/vamr_access) to the access flags, except for MRs
  * that ask for IBV_ACCESS_ON_DEMAND (ODP, left alone) or for
- * IBV_ACCESS_FLUSH_PERSISTENT (which a VA MR refuses). Nothing else is touched:
+ * IBV_ACCESS_FLUSH_PERSISTENT, and MRs whose iovas wrap past 2^64 (both of
+ * which a VA MR refuses: the same exceptions as rdma_rxe's va_mr parameter, so
+ * that the library never makes a registration fail). Nothing else is touched:
  * ibv_reg_dmabuf_mr(), ibv_reg_dm_mr(), ibv_rereg_mr() and memory windows pass
  * by. libibverbs 44 implements ibv_reg_mr() and ibv_reg_mr_iova() as tail
  * calls to ibv_reg_mr_iova2 through its own PLT, so a registration through
@@ -25,10 +27,25 @@
  *
  * On a device without the vamr_access attribute (the stock rdma_rxe, any other
  * driver) it adds nothing and says so: the program goes on with normal MRs.
- * One line on stderr per device, at its first registration, either way:
+ * One line on stderr per device and process, at its first registration, either
+ * way (a child forked after the parent's first registration on a device does
+ * not repeat it):
  *
  *   vamr-preload: rxe0: MRs get virtual-address semantics (access flag 0x20000000, ...)
  *   vamr-preload: rxe0: no VA MRs on this device (no /sys/class/infiniband/rxe0/vamr_access): registering normal MRs
+ *
+ * and, when the attribute is there but cannot be read or holds something else
+ * than one access flag, normal MRs too and a line that says so:
+ *
+ *   vamr-preload: rxe0: cannot read /sys/class/infiniband/rxe0/vamr_access (Permission denied): registering normal MRs
+ *   vamr-preload: rxe0: /sys/class/infiniband/rxe0/vamr_access says 'junk', not an access flag: registering normal MRs
+ *
+ * Threads and fork: the first registrations of many threads at once log one
+ * line per device; no lock is held while the library reads sysfs or writes
+ * its line, and fork() takes the one lock it has around the fork
+ * (pthread_atfork), so a child never inherits it locked. errno after a
+ * wrapper is what the real function left (the library's own look at sysfs
+ * does not leak into it).
  *
  * Private dlopen: UCX loads libibverbs as a dependency of a transport module
  * that it dlopen()s with RTLD_LOCAL. The module's calls still reach these
@@ -71,6 +88,12 @@ static reg_mr_iova2_fn real_reg_mr_iova2;
  * and its address reused once the process closed the device), and their VA
  * access flag (0: none).
  * Locking: dev_lock guards devs[] and ndevs; an entry never changes once added.
+ * It is held for the lookup and the insertion only, never across a read of
+ * sysfs or a write to stderr (either may block: a full pipe), and taken around
+ * fork() (atfork_prepare()/atfork_parent()/atfork_child()), so that another
+ * thread cannot hold it while a child is made: the child would inherit it
+ * locked, by a thread that does not exist there, and hang at its first
+ * registration.
  */
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -78,6 +101,27 @@ static struct {
 	unsigned int access_va;
 } devs[MAX_DEVICES];
 static int ndevs;
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&dev_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&dev_lock);
+}
+
+static void atfork_child(void)
+{
+	pthread_mutex_unlock(&dev_lock);
+}
+
+/* At load: the fork handlers (no other work, nothing loaded). */
+__attribute__((constructor)) static void vamr_preload_init(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
 
 static int quiet(void)
 {
@@ -128,80 +172,131 @@ static void *resolve(void **slot, const char *name, const char *version)
 	return fn;
 }
 
-/* The access flag in /sys/class/infiniband/<dev>/vamr_access, or 0. */
-static unsigned int read_access_va(const struct ibv_device *device, char *path, size_t len)
+/*
+ * The access flag in /sys/class/infiniband/<dev>/vamr_access, or 0; @msg gets
+ * the line to print about the device (without the "vamr-preload: <dev>: "
+ * prefix): VA MRs, no such attribute, an attribute that cannot be read, or one
+ * that holds something else than one access flag; *@error is set in the last
+ * two cases (a present attribute that could not be used).
+ */
+static unsigned int read_access_va(const struct ibv_device *device, char *msg, size_t len,
+				   int *error)
 {
-	char buf[32];
+	char path[IBV_SYSFS_PATH_MAX + 16];
+	char buf[32], shown[32];
 	unsigned long v;
 	char *end;
 	ssize_t n;
+	size_t i;
 	int fd;
 
-	snprintf(path, len, "%s/vamr_access", device->ibdev_path);
+	*error = 1;
+	snprintf(path, sizeof(path), "%s/vamr_access", device->ibdev_path);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+		snprintf(msg, len, "no VA MRs on this device (no %s): registering normal MRs", path);
+		*error = 0;
 		return 0;
+	}
+	if (fd < 0) {
+		snprintf(msg, len, "cannot read %s (%s): registering normal MRs", path,
+			 strerror(errno));
+		return 0;
+	}
 	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	if (n < 0) {
+		snprintf(msg, len, "cannot read %s (%s): registering normal MRs", path,
+			 strerror(errno));
+		close(fd);
 		return 0;
+	}
+	close(fd);
 	buf[n] = 0;
 	errno = 0;
 	v = strtoul(buf, &end, 0);
-	if (errno || end == buf || v == 0 || v > 0xffffffffUL || (v & (v - 1)))
+	while (*end == '\n' || *end == ' ')
+		end++;
+	if (errno || end == buf || *end || v == 0 || v > 0xffffffffUL || (v & (v - 1))) {
+		/* What it holds, printable and short. */
+		for (i = 0; i < (size_t)n && i < sizeof(shown) - 1 && buf[i] != '\n'; i++)
+			shown[i] = buf[i] >= 0x20 && buf[i] < 0x7f ? buf[i] : '?';
+		shown[i] = 0;
+		snprintf(msg, len, "%s says '%s', not an access flag: registering normal MRs",
+			 path, shown);
 		return 0;
+	}
+	snprintf(msg, len, "MRs get virtual-address semantics (access flag 0x%lx, added to "
+		 "ibv_reg_mr and ibv_reg_mr_iova2; ODP MRs left alone)", v);
+	*error = 0;
 	return (unsigned int)v;
 }
 
-/* The VA access flag of @pd's device, 0 when it has none; the first call per
- * device logs which. */
+/* The known access flag of @name, or -1 when it is not in devs[] (dev_lock held). */
+static long lookup_locked(const char *name)
+{
+	int i;
+
+	for (i = 0; i < ndevs; i++)
+		if (!strcmp(devs[i].name, name))
+			return devs[i].access_va;
+	return -1;
+}
+
+/*
+ * The VA access flag of @pd's device, 0 when it has none; the first call per
+ * device in the process prints the line about it. The attribute is read
+ * without dev_lock held: threads that meet a new device at once may all read
+ * it, the one that adds it to devs[] prints the line.
+ */
 static unsigned int device_access_va(struct ibv_pd *pd)
 {
 	const struct ibv_device *device;
+	char msg[IBV_SYSFS_PATH_MAX + 160];
+	int added = 0, error;
 	unsigned int access_va;
-	char path[IBV_SYSFS_PATH_MAX + 16];
-	int i;
+	long known;
 
 	if (!pd || !pd->context || !pd->context->device)
 		return 0;
 	device = pd->context->device;
 	pthread_mutex_lock(&dev_lock);
-	for (i = 0; i < ndevs; i++) {
-		if (!strcmp(devs[i].name, device->name)) {
-			access_va = devs[i].access_va;
-			pthread_mutex_unlock(&dev_lock);
-			return access_va;
-		}
-	}
-	access_va = read_access_va(device, path, sizeof(path));
-	/* (Past MAX_DEVICES devices the attribute is read at every
-	 * registration, and not logged.)
-	 */
-	if (ndevs < MAX_DEVICES) {
+	known = lookup_locked(device->name);
+	pthread_mutex_unlock(&dev_lock);
+	if (known >= 0)
+		return (unsigned int)known;
+
+	/* A present attribute that could not be used is an error: said even when quiet. */
+	access_va = read_access_va(device, msg, sizeof(msg), &error);
+
+	pthread_mutex_lock(&dev_lock);
+	known = lookup_locked(device->name);
+	if (known >= 0) {
+		access_va = (unsigned int)known;
+	} else if (ndevs < MAX_DEVICES) {
+		/* (Past MAX_DEVICES devices the attribute is read at every
+		 * registration, and not logged.)
+		 */
 		snprintf(devs[ndevs].name, sizeof(devs[ndevs].name), "%s", device->name);
 		devs[ndevs].access_va = access_va;
 		ndevs++;
-		if (quiet())
-			goto out;
-		if (access_va)
-			fprintf(stderr,
-				PREFIX "%s: MRs get virtual-address semantics (access flag 0x%x, "
-				"added to ibv_reg_mr and ibv_reg_mr_iova2; ODP MRs left alone)\n",
-				device->name, access_va);
-		else
-			fprintf(stderr,
-				PREFIX "%s: no VA MRs on this device (no %s): registering normal MRs\n",
-				device->name, path);
+		added = 1;
 	}
-out:
 	pthread_mutex_unlock(&dev_lock);
+	if (added && (error || !quiet()))
+		fprintf(stderr, PREFIX "%s: %s\n", device->name, msg);
 	return access_va;
 }
 
-/* @access with the VA flag of @pd's device added, when the MR may have it. */
-static unsigned int with_va(struct ibv_pd *pd, unsigned int access)
+/*
+ * @access with the VA flag of @pd's device added, when the MR may have it: not
+ * for ODP, persistent flush or iovas that wrap past 2^64 (VA MRs refuse
+ * those; rdma_rxe's va_mr parameter makes the same exceptions).
+ */
+static unsigned int with_va(struct ibv_pd *pd, unsigned int access, uint64_t iova, size_t length)
 {
 	if (access & (IBV_ACCESS_ON_DEMAND | ACCESS_FLUSH_PERSISTENT))
+		return access;
+	if (length && iova + (length - 1) < iova)
 		return access;
 	return access | device_access_va(pd);
 }
@@ -210,24 +305,34 @@ static unsigned int with_va(struct ibv_pd *pd, unsigned int access)
 #undef ibv_reg_mr
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
+	/* What the caller had (the look-ups below may change it). */
+	int saved_errno = errno;
 	reg_mr_fn fn = resolve((void **)&real_reg_mr, "ibv_reg_mr", "IBVERBS_1.1");
+	unsigned int a;
 
 	if (!fn) {
 		errno = ENOSYS;
 		return NULL;
 	}
-	return fn(pd, addr, length, (int)with_va(pd, (unsigned int)access));
+	a = with_va(pd, (unsigned int)access, (uintptr_t)addr, length);
+	/* The real function then leaves what it leaves. */
+	errno = saved_errno;
+	return fn(pd, addr, length, (int)a);
 }
 
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 				unsigned int access)
 {
+	int saved_errno = errno;
 	reg_mr_iova2_fn fn = resolve((void **)&real_reg_mr_iova2, "ibv_reg_mr_iova2",
 				     "IBVERBS_1.8");
+	unsigned int a;
 
 	if (!fn) {
 		errno = ENOSYS;
 		return NULL;
 	}
-	return fn(pd, addr, length, iova, with_va(pd, access));
+	a = with_va(pd, access, iova, length);
+	errno = saved_errno;
+	return fn(pd, addr, length, iova, a);
 }

@@ -104,11 +104,15 @@ static int usage_error(const char *fmt, const char *arg)
 	return 2;
 }
 
+/*
+ * A decimal or 0x-prefixed hexadecimal number, digits only: no sign, no
+ * blank in front (strtoull alone takes " -18446744073709551615" for 1).
+ */
 static int parse_u64(const char *s, uint64_t *v)
 {
 	char *end;
 
-	if (!*s || *s == '-')
+	if (*s < '0' || *s > '9')
 		return -1;
 	errno = 0;
 	*v = strtoull(s, &end, 0);
@@ -621,7 +625,27 @@ static int cmd_va_mr(int argc, char **argv)
 	return 0;
 }
 
+static int run(int argc, char **argv);
+
+/*
+ * Everything vamrctl prints on stdout must get there: a write error (a full
+ * disk, a closed pipe reader's EPIPE aside, which kills it) turns the exit
+ * status into 1, with a message, instead of a silent success.
+ */
 int main(int argc, char **argv)
+{
+	int ret = run(argc, argv);
+	int err = fflush(stdout) ? errno : 0;
+
+	if (ferror(stdout)) {
+		error_msg("write error on standard output", err ? err : EIO, NULL);
+		if (ret == 0)
+			ret = 1;
+	}
+	return ret;
+}
+
+static int run(int argc, char **argv)
 {
 	int i = 1;
 
@@ -632,7 +656,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
 			printf("vamrctl %s (uapi ABI %d)\n", VAMR_VERSION, VAMR_ABI_VERSION);
 			return 0;
-		} else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+		} else if (!strcmp(argv[i], "--device")) {
+			if (i + 1 >= argc)
+				return usage_error("option '%s' needs a PATH", argv[i]);
 			dev_path = argv[i + 1];
 			i += 2;
 		} else {
