@@ -41,6 +41,16 @@
  *                 lives: a WRITE of the holder right after is a success with
  *                 the right bytes or an error, never a hang; the device goes,
  *                 VmPin, counters and MR query as above, no kernel complaint.
+ *   dellink_and_netdev_unregister  a second device, rxedr2, over a sit
+ *                 tunnel in the namespace; `rdma link delete rxedr2` kept
+ *                 waiting by a child whose VA MR registration waits for a
+ *                 userfault (inside the REG_MR command, which the removal's
+ *                 disassociation waits for), then `ip link del` of the tunnel
+ *                 (NETDEV_UNREGISTER while the delete waits): rxedr keeps the
+ *                 namespace's UDP port 4791 sockets (the stock rxe dropped
+ *                 rxedr2's reference twice, fixed by patches/rxe 0013) and
+ *                 still moves the right bytes; both commands finish once the
+ *                 child is killed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,6 +83,8 @@
 /* The test's network namespace, whose lo carries the test's rxe device. */
 #define NETNS "vamrdr"
 #define IBDEV "rxedr"
+/* A second device of the namespace (dellink_and_netdev_unregister). */
+#define IBDEV2 "rxedr2"
 
 /* The holder's VA MR: NPAGES pages, REMAP_PAGES of them remapped from REMAP_AT. */
 #define NPAGES 16
@@ -148,7 +160,7 @@ static int devices_up(void)
 
 static void devices_down(void)
 {
-	run("rdma link delete " IBDEV "; ip netns del " NETNS);
+	run("rdma link delete " IBDEV2 "; rdma link delete " IBDEV "; ip netns del " NETNS);
 }
 
 /* ---- kernel log ---- */
@@ -783,6 +795,85 @@ TEST_F(devrm, dellink_with_holder)
 	ASSERT_EQ(0, run("ip netns exec " NETNS " rdma link add " IBDEV " type rxe netdev lo"));
 	EXPECT_EQ(0, device_works());
 	EXPECT_EQ(0, kmsg_problems(self->kfd));
+}
+
+/*
+ * A child that registers a VA MR of rxedr2 over a page under a userfaultfd
+ * nobody answers: the registration pins the page and waits inside the
+ * REG_MR command. Writes one byte to @ready_fd before it registers; never
+ * returns unless the registration fails.
+ */
+static void blocked_registration(int ready_fd)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+	struct ibv_pd *pd;
+	uint8_t *page = map_anon(PAGE);
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), IBDEV2))
+			ctx = ibv_open_device(list[i]);
+	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	if (!pd || !page || uffd_open(page, PAGE, UFFDIO_REGISTER_MODE_MISSING, 0) < 0)
+		_exit(2);
+	if (write(ready_fd, "r", 1) != 1)
+		_exit(3);
+	ibv_reg_mr(pd, page, PAGE, ACC_VA);
+	_exit(4);
+}
+
+/* 0 when a UDP socket of the namespace listens on port 4791 (RoCEv2), else 1. */
+static int roce_socket_in_netns(void)
+{
+	return run("ip netns exec " NETNS " grep -qi ':12B7 ' /proc/net/udp");
+}
+
+TEST_F(devrm, dellink_and_netdev_unregister)
+{
+	int ready[2], st;
+	char c;
+
+	/* A second device in the namespace, over a sit tunnel (any netdev will do). */
+	if (run("ip -n " NETNS " link add vdr0 type sit local 127.0.0.2 remote 127.0.0.3 && "
+		"ip -n " NETNS " link set vdr0 up"))
+		SKIP(return, "no sit tunnel (CONFIG_IPV6_SIT)");
+	ASSERT_EQ(0, run("ip netns exec " NETNS " rdma link add " IBDEV2
+			 " type rxe netdev vdr0"));
+	ASSERT_EQ(0, roce_socket_in_netns());
+
+	/* A registration in progress keeps "rdma link delete" of rxedr2 waiting. */
+	ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
+	self->holder = fork();
+	ASSERT_LE(0, self->holder);
+	if (!self->holder)
+		blocked_registration(ready[1]);
+	close(ready[1]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	close(ready[0]);
+	usleep(200000);
+	self->cmd[0] = spawn("rdma link delete " IBDEV2);
+	ASSERT_LT(0, self->cmd[0]);
+	EXPECT_EQ(0, reap(self->cmd[0], WAITS_MS, &st)) TH_LOG("the delete did not wait");
+	/*
+	 * vdr0 goes meanwhile: rxe's NETDEV_UNREGISTER finds rxedr2 still
+	 * registered. Each rxe device holds one reference on the namespace's UDP
+	 * tunnel sockets; rxedr2's must be dropped once, and rxedr's kept.
+	 */
+	self->cmd[1] = spawn("ip -n " NETNS " link del vdr0");
+	ASSERT_LT(0, self->cmd[1]);
+	reap(self->cmd[1], WAITS_MS, &st);
+	EXPECT_EQ(0, roce_socket_in_netns()) TH_LOG("rxedr lost its UDP sockets");
+
+	kill_holder(self);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(1, reap(self->cmd[i], FINISH_MS, &st)) TH_LOG("command %d still waits", i);
+		self->cmd[i] = 0;
+	}
+	EXPECT_NE(0, access("/sys/class/infiniband/" IBDEV2, F_OK));
+	EXPECT_TRUE(ibdev_present());
+	EXPECT_EQ(0, roce_socket_in_netns()) TH_LOG("rxedr lost its UDP sockets");
+	EXPECT_EQ(0, device_works());
+	CHECK_CLEAN();
 }
 
 TEST_F(devrm, netdev_delete_with_holder)
