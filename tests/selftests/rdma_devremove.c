@@ -96,7 +96,7 @@
 /* How long a command the holder waits for (rdma link delete, ip link del) may take to finish. */
 #define FINISH_MS 10000
 /* How long the parent lets such a command run to see that it waits. */
-#define WAITS_MS 300
+#define WAITS_MS 150
 
 /* ---- commands ---- */
 
@@ -850,7 +850,7 @@ TEST_F(devrm, dellink_and_netdev_unregister)
 	close(ready[1]);
 	ASSERT_EQ(1, read(ready[0], &c, 1));
 	close(ready[0]);
-	usleep(200000);
+	usleep(100000);
 	self->cmd[0] = spawn("rdma link delete " IBDEV2);
 	ASSERT_LT(0, self->cmd[0]);
 	EXPECT_EQ(0, reap(self->cmd[0], WAITS_MS, &st)) TH_LOG("the delete did not wait");
