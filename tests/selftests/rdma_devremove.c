@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "kmsg_util.h"
 #include "mm_util.h"
 #include "pattern.h"
 #include "rdma_pair.h"
@@ -161,51 +162,6 @@ static int devices_up(void)
 static void devices_down(void)
 {
 	run("rdma link delete " IBDEV2 "; rdma link delete " IBDEV "; ip netns del " NETNS);
-}
-
-/* ---- kernel log ---- */
-
-static int kmsg_open(void)
-{
-	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-
-	if (fd >= 0)
-		lseek(fd, 0, SEEK_END);
-	return fd;
-}
-
-/* Kernel log records since kmsg_open() that show a problem (each printed). */
-static int kmsg_problems(int fd)
-{
-	static const char *const bad[] = { "WARNING", "BUG", "Oops", "general protection",
-					   "list_del corruption", "refcount_t", "KASAN",
-					   "circular locking", "rxe_cleanup", "cleanup failed",
-					   "waiting for", "hung_task", "blocked for more", NULL };
-	char rec[4096];
-	int n = 0, i;
-
-	if (fd < 0)
-		return 0;
-	for (;;) {
-		ssize_t r = read(fd, rec, sizeof(rec) - 1);
-		char *msg;
-
-		if (r < 0) {
-			if (errno == EPIPE || errno == EINTR)
-				continue;
-			break;
-		}
-		rec[r] = 0;
-		msg = strchr(rec, ';');
-		msg = msg ? msg + 1 : rec;
-		for (i = 0; bad[i]; i++)
-			if (strstr(msg, bad[i])) {
-				printf("# kernel: %s", msg);
-				n++;
-				break;
-			}
-	}
-	return n;
 }
 
 /* ---- vamr's global counters ---- */
