@@ -207,8 +207,14 @@ static struct msg recv_msg(struct conn *c)
 	struct ibv_wc wc;
 	struct msg m;
 
-	if (rdma_get_recv_comp(c->id, &wc) <= 0 || wc.status != IBV_WC_SUCCESS) {
-		fprintf(stderr, "rdma_remote: receive failed\n");
+	int n = rdma_get_recv_comp(c->id, &wc);
+
+	if (n <= 0 || wc.status != IBV_WC_SUCCESS) {
+		if (n <= 0)
+			fprintf(stderr, "rdma_remote: receive failed: %s\n", strerror(errno));
+		else
+			fprintf(stderr, "rdma_remote: receive failed: %s (vendor error %u)\n",
+				ibv_wc_status_str(wc.status), wc.vendor_err);
 		exit(2);
 	}
 	m = *c->rbuf;
