@@ -75,6 +75,11 @@ struct RegionInner {
     faults_done: u64,
     /// A fault request of this region is queued or running (at most one at a time).
     fault_pending: bool,
+    /// A pin round of this region outside the owner's context holds the pin turn (see
+    /// `PinTurn`): at most one at a time, so that two rounds never pin the same pages at the
+    /// same moment (their migrations out of a movable zone would fail each other). The others
+    /// wait on [`Region::fault_done`].
+    pinning: bool,
     /// The page ranges of the latest invalidations, numbered by [`Region::generation`] (see
     /// [`InvalLog`]): a pin round commits unless one of those since its start covered its pages.
     inval_log: InvalLog,
@@ -172,10 +177,12 @@ pub(crate) struct Region {
     /// marks the region dead before it waits).
     #[pin]
     idle: CondVar,
-    /// Signalled when a fault request finished and when the region is cancelled.
+    /// Signalled when a fault request finished, when the pin turn (`RegionInner::pinning`) is
+    /// given back, and when the region is cancelled.
     #[pin]
     fault_done: CondVar,
-    /// Accesses waiting on `fault_done` (see [`Region::wait_for_fault`]). A waiter counts
+    /// Accesses waiting on `fault_done` (see [`Region::wait_for_fault`]) and pin rounds waiting
+    /// for the pin turn (see `PinTurn`). A waiter counts
     /// itself in, with a full barrier, before it reads `cancelled`; [`Region::cancel`] sets
     /// `cancelled`, with a full barrier, before it reads this count, and wakes the waiters
     /// (under the `pages` lock) only when it is not 0: so either the waiter sees `cancelled`,
@@ -454,6 +461,7 @@ impl Region {
                     dead: false,
                     faults_done: 0,
                     fault_pending: false,
+                    pinning: false,
                     inval_log: InvalLog::new(),
                     slot: Some(mm_slot),
                 },

@@ -12,7 +12,7 @@ use crate::uapi;
 use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Relaxed};
+use kernel::sync::atomic::{Acquire, Full, Relaxed};
 
 /// A pin round's start ([`Region::round_begin`]): the notifier sequence of its
 /// `mmu_interval_read_begin()` and the region's invalidation count just before it.
@@ -35,16 +35,20 @@ pub(super) const REPIN_ATTEMPTS: u32 = 16;
 
 /// How many times a pin round whose long-term pin failed with `ENOMEM` is tried in all (the
 /// first try included) before the error is returned. A long-term pin of a page in
-/// ZONE_MOVABLE (or CMA) migrates the page first, and that migration fails (`ENOMEM`) while
-/// another task holds a reference on the page: in particular while another pin round pins the
-/// same page at the same moment (two CPUs' accesses of fresh memory), whose own migration then
-/// succeeds. The next try finds the migrated page (or waits on its migration entry) and pins it
-/// without migrating. Not a cure: tasks that pin the same fresh pages at once can keep
-/// colliding (4 threads reading the same 256 fresh pages: 8 reads of 16 failed with `ENOMEM`;
-/// 4 threads registering normal MRs there: 3-12 of 16 `ibv_reg_mr()` failed). Waiting between
-/// tries made it worse under TCG (GUP's own `-EAGAIN` loop spins meanwhile: the same test ran
-/// past 120 s). A page held for longer (a pipe buffer after `vmsplice`) fails every try: each
-/// takes `migrate_pages()`' own retries (10-50 ms under TCG for one page).
+/// ZONE_MOVABLE (or CMA) migrates the page first (`migrate_longterm_unpinnable_folios()`,
+/// mm/gup.c), and that migration fails (`ENOMEM`) while another task holds a reference on the
+/// page: in particular while another pin round has pinned the same page at the same moment
+/// (GUP pins before it migrates, and keeps the folio isolated while it drains the LRU caches,
+/// which sleeps), and two such rounds can keep failing each other's migrations. Within a
+/// region that was vamr's own doing (an access and the verify pass, or two accesses, pinning
+/// the same fresh pages; seen on the movable node of the two-node tests as an access error,
+/// hence a QP error, in a third of the runs), so the region's pin rounds outside the owner's
+/// context take turns ([`PinTurn`]). What is left for these tries: the owner's own rounds
+/// (which may wait on a userfault, so they never hold the turn) against the others, other
+/// regions' rounds and other pinners (normal MRs over the same pages fail as often among
+/// themselves: see `rdma_movable`'s controls). A page held for longer (a pipe buffer after
+/// `vmsplice`) fails every try: each takes `migrate_pages()`' own retries (10-50 ms under TCG
+/// for one page).
 pub(super) const MIGRATE_ATTEMPTS: u32 = 4;
 
 /// Why pages are being pinned (for the counters).
@@ -187,6 +191,13 @@ impl Region {
             };
             idx = gap;
             let mut failed_migrations = 0;
+            // The region's rounds outside the owner's context pin one batch at a time (see
+            // `PinTurn`); registration's round runs before anything else can reach the region.
+            let _turn = if register || mode.owner {
+                None
+            } else {
+                Some(PinTurn::take(self)?)
+            };
             for attempt in 0..REPIN_ATTEMPTS {
                 let round = self.round_begin();
                 let va = self.start + idx * PAGE_SIZE;
@@ -462,6 +473,67 @@ impl Region {
             from = to;
         }
         Err(EFAULT)
+    }
+}
+
+/// The pin turn of a region (`RegionInner::pinning`): held by a pin round outside the owner's
+/// context (an access from a device's work item, the verify pass, a prefetch work item) for
+/// one batch, from before its GUP call to its commit, so that those rounds of one region never
+/// pin the same pages at the same moment and fail each other's migrations out of a movable
+/// zone (see [`MIGRATE_ATTEMPTS`]). Such a round never waits on a userfault (`vamr_pin_user_pages()`
+/// asks `FOLL_NOWAIT` outside the owner's context), so a holder keeps the turn for one GUP
+/// call of at most `PIN_BATCH` pages and one commit. The owner's rounds (registration,
+/// `/dev/vamr` accesses, a synchronous prefetch) may wait on a userfault that only user space
+/// can answer, so they never take it.
+///
+/// # Invariants
+///
+/// `self.0.pages.pinning` is set, by this value, until it is dropped.
+pub(super) struct PinTurn<'a>(&'a Region);
+
+impl<'a> PinTurn<'a> {
+    /// Takes the turn, waiting while another round holds it (for one batch of that round).
+    /// Errors: `ECANCELED` once
+    /// the region is cancelled (deregistration wakes the wait), `EFAULT` once it is dead,
+    /// `EINTR` on a signal. Sleeps; no lock of the region may be held.
+    fn take(region: &'a Region) -> Result<Self> {
+        let mut inner = region.pages.lock();
+        if inner.pinning {
+            // Counted in before `cancelled` is read (Full), so that `cancel` wakes this wait
+            // (see `Region::fault_waiters`).
+            region.fault_waiters.fetch_add(1, Full);
+            let res = loop {
+                if !inner.pinning {
+                    break Ok(());
+                }
+                if inner.dead {
+                    break Err(EFAULT);
+                }
+                if region.cancelled.load(Acquire) {
+                    break Err(ECANCELED);
+                }
+                if region.fault_done.wait_interruptible(&mut inner) {
+                    break Err(EINTR);
+                }
+            };
+            region.fault_waiters.fetch_sub(1, Relaxed);
+            res?;
+        }
+        // INVARIANT: set here, cleared only by this value's `Drop`.
+        inner.pinning = true;
+        Ok(PinTurn(region))
+    }
+}
+
+impl Drop for PinTurn<'_> {
+    /// Gives the turn back and wakes the rounds waiting for it (with any fault waiters, which
+    /// look at their own condition again).
+    fn drop(&mut self) {
+        let mut inner = self.0.pages.lock();
+        inner.pinning = false;
+        if self.0.fault_waiters.load(Relaxed) != 0 {
+            self.0.fault_done.notify_all();
+        }
     }
 }
 
