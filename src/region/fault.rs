@@ -4,12 +4,12 @@
 //! task, which nothing could wake if the process never answers) is delivered from the module's
 //! workqueue, while the access waits, cancellably (see `Documentation/vamr.rst`, "Pinning").
 
-use super::Region;
+use super::{Region, RegionInner};
 use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Full, Relaxed};
-use kernel::sync::{Arc, ArcBorrow};
+use kernel::sync::{Arc, ArcBorrow, MutexGuard};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 /// A fault delivered from the module's workqueue on behalf of an access that must not wait
@@ -108,11 +108,23 @@ impl Region {
             crate::trace::fault_request(self.start, va, write);
         }
         let mut inner = self.pages.lock();
+        self.wait_fault_done(&mut inner, |inner| inner.faults_done != ticket)
+    }
+
+    /// Sleeps on [`Region::fault_done`] (the `pages` lock held by `inner` is released while
+    /// asleep) until `ready` holds: the wait of an access for a fault request, and of a pin
+    /// round for the pin turn (`PinTurn`). Errors: `EFAULT` once the region is dead,
+    /// `ECANCELED` once it is cancelled (`Region::cancel` wakes the wait), `EINTR` on a signal.
+    pub(super) fn wait_fault_done(
+        &self,
+        inner: &mut MutexGuard<'_, RegionInner>,
+        ready: impl Fn(&RegionInner) -> bool,
+    ) -> Result {
         // Counted in before `cancelled` is read (Full), so that `cancel` wakes this wait (see
         // `Region::fault_waiters`).
         self.fault_waiters.fetch_add(1, Full);
         let res = loop {
-            if inner.faults_done != ticket {
+            if ready(inner) {
                 break Ok(());
             }
             if inner.dead {
@@ -121,7 +133,7 @@ impl Region {
             if self.cancelled.load(Acquire) {
                 break Err(ECANCELED);
             }
-            if self.fault_done.wait_interruptible(&mut inner) {
+            if self.fault_done.wait_interruptible(inner) {
                 break Err(EINTR);
             }
         };

@@ -12,7 +12,7 @@ use crate::uapi;
 use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Full, Relaxed};
+use kernel::sync::atomic::{Acquire, Relaxed};
 
 /// A pin round's start ([`Region::round_begin`]): the notifier sequence of its
 /// `mmu_interval_read_begin()` and the region's invalidation count just before it.
@@ -499,25 +499,7 @@ impl<'a> PinTurn<'a> {
     fn take(region: &'a Region) -> Result<Self> {
         let mut inner = region.pages.lock();
         if inner.pinning {
-            // Counted in before `cancelled` is read (Full), so that `cancel` wakes this wait
-            // (see `Region::fault_waiters`).
-            region.fault_waiters.fetch_add(1, Full);
-            let res = loop {
-                if !inner.pinning {
-                    break Ok(());
-                }
-                if inner.dead {
-                    break Err(EFAULT);
-                }
-                if region.cancelled.load(Acquire) {
-                    break Err(ECANCELED);
-                }
-                if region.fault_done.wait_interruptible(&mut inner) {
-                    break Err(EINTR);
-                }
-            };
-            region.fault_waiters.fetch_sub(1, Relaxed);
-            res?;
+            region.wait_fault_done(&mut inner, |inner| !inner.pinning)?;
         }
         // INVARIANT: set here, cleared only by this value's `Drop`.
         inner.pinning = true;
