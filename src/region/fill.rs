@@ -482,7 +482,9 @@ impl Region {
 /// pin the same pages at the same moment and fail each other's migrations out of a movable
 /// zone (see [`MIGRATE_ATTEMPTS`]). Such a round never waits on a userfault (`vamr_pin_user_pages()`
 /// asks `FOLL_NOWAIT` outside the owner's context), so a holder keeps the turn for one GUP
-/// call of at most `PIN_BATCH` pages and one commit. The owner's rounds (registration,
+/// call of at most `PIN_BATCH` pages and one commit; a GUP call that faults file pages in
+/// waits for their I/O (a FUSE daemon's included), and the region's other such rounds wait
+/// with it, as an access of those pages would. The owner's rounds (registration,
 /// `/dev/vamr` accesses, a synchronous prefetch) may wait on a userfault that only user space
 /// can answer, so they never take it.
 ///
