@@ -480,13 +480,13 @@ impl Region {
 /// context (an access from a device's work item, the verify pass, a prefetch work item) for
 /// one batch, from before its GUP call to its commit, so that those rounds of one region never
 /// pin the same pages at the same moment and fail each other's migrations out of a movable
-/// zone (see [`MIGRATE_ATTEMPTS`]). Such a round never waits on a userfault (`vamr_pin_user_pages()`
-/// asks `FOLL_NOWAIT` outside the owner's context), so a holder keeps the turn for one GUP
-/// call of at most `PIN_BATCH` pages and one commit; a GUP call that faults file pages in
-/// waits for their I/O (a FUSE daemon's included), and the region's other such rounds wait
-/// with it, as an access of those pages would. The owner's rounds (registration,
-/// `/dev/vamr` accesses, a synchronous prefetch) may wait on a userfault that only user space
-/// can answer, so they never take it.
+/// zone (see [`MIGRATE_ATTEMPTS`]). Such a round never waits on a userfault
+/// (`vamr_pin_user_pages()` asks `FOLL_NOWAIT` outside the owner's context), so a holder
+/// keeps the turn for one GUP call of at most `PIN_BATCH` pages and one commit; a GUP call
+/// that faults file pages in waits for their I/O (a FUSE daemon's included), and the
+/// region's other such rounds wait with it, as an access of those pages would. The owner's
+/// rounds (registration, `/dev/vamr` accesses, a synchronous prefetch) may wait on a
+/// userfault that only user space can answer, so they never take it.
 ///
 /// # Invariants
 ///
@@ -495,9 +495,9 @@ pub(super) struct PinTurn<'a>(&'a Region);
 
 impl<'a> PinTurn<'a> {
     /// Takes the turn, waiting while another round holds it (for one batch of that round).
-    /// Errors: `ECANCELED` once
-    /// the region is cancelled (deregistration wakes the wait), `EFAULT` once it is dead,
-    /// `EINTR` on a signal. Sleeps; no lock of the region may be held.
+    /// Errors: `ECANCELED` once the region is cancelled (deregistration wakes the wait),
+    /// `EFAULT` once it is dead, `EINTR` on a signal. Sleeps; no lock of the region may be
+    /// held.
     fn take(region: &'a Region) -> Result<Self> {
         let mut inner = region.pages.lock();
         if inner.pinning {
