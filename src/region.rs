@@ -75,11 +75,12 @@ struct RegionInner {
     faults_done: u64,
     /// A fault request of this region is queued or running (at most one at a time).
     fault_pending: bool,
-    /// A pin round of this region outside the owner's context holds the pin turn (see
-    /// `PinTurn`): at most one at a time, so that two rounds never pin the same pages at the
-    /// same moment (their migrations out of a movable zone would fail each other). The others
-    /// wait on [`Region::fault_done`].
-    pinning: bool,
+    /// The page ranges `[a, b)` that pin rounds of this region outside the owner's context
+    /// are pinning now (see `PinTurn`): no two overlap, so that two rounds never pin the same
+    /// pages at the same moment (their migrations out of a movable zone would fail each
+    /// other). A round whose pages overlap one waits on [`Region::fault_done`]. At most one
+    /// claim per such round in progress.
+    pinning: PinClaims,
     /// The page ranges of the latest invalidations, numbered by [`Region::generation`] (see
     /// [`InvalLog`]): a pin round commits unless one of those since its start covered its pages.
     inval_log: InvalLog,
@@ -90,6 +91,7 @@ struct RegionInner {
     slot: Option<MmSlot>,
 }
 
+mod claims;
 mod fault;
 mod fill;
 mod inval_log;
@@ -97,6 +99,7 @@ mod io;
 mod table;
 mod verify;
 
+use claims::PinClaims;
 pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
 use inval_log::InvalLog;
@@ -177,12 +180,12 @@ pub(crate) struct Region {
     /// marks the region dead before it waits).
     #[pin]
     idle: CondVar,
-    /// Signalled when a fault request finished, when the pin turn (`RegionInner::pinning`) is
-    /// given back, and when the region is cancelled.
+    /// Signalled when a fault request finished, when a pin round gives its pages back
+    /// (`RegionInner::pinning`), and when the region is cancelled.
     #[pin]
     fault_done: CondVar,
     /// Accesses waiting on `fault_done` (see [`Region::wait_for_fault`]) and pin rounds waiting
-    /// for the pin turn (see `PinTurn`). A waiter counts
+    /// for pages another round pins (see `PinTurn`). A waiter counts
     /// itself in, with a full barrier, before it reads `cancelled`; [`Region::cancel`] sets
     /// `cancelled`, with a full barrier, before it reads this count, and wakes the waiters
     /// (under the `pages` lock) only when it is not 0: so either the waiter sees `cancelled`,
@@ -461,7 +464,7 @@ impl Region {
                     dead: false,
                     faults_done: 0,
                     fault_pending: false,
-                    pinning: false,
+                    pinning: PinClaims::new(),
                     inval_log: InvalLog::new(),
                     slot: Some(mm_slot),
                 },

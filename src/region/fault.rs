@@ -113,7 +113,7 @@ impl Region {
 
     /// Sleeps on [`Region::fault_done`] (the `pages` lock held by `inner` is released while
     /// asleep) until `ready` holds: the wait of an access for a fault request, and of a pin
-    /// round for the pin turn (`PinTurn`). Errors: `EFAULT` once the region is dead,
+    /// round for pages another round pins (`PinTurn`). Errors: `EFAULT` once the region is dead,
     /// `ECANCELED` once it is cancelled (`Region::cancel` wakes the wait), `EINTR` on a signal.
     pub(super) fn wait_fault_done(
         &self,

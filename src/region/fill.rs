@@ -43,7 +43,7 @@ pub(super) const REPIN_ATTEMPTS: u32 = 16;
 /// region that was vamr's own doing (an access and the verify pass, or two accesses, pinning
 /// the same fresh pages; seen on the movable node of the two-node tests as an access error,
 /// hence a QP error, in a third of the runs), so the region's pin rounds outside the owner's
-/// context take turns ([`PinTurn`]). What is left for these tries: the owner's own rounds
+/// context never pin the same pages at once ([`PinTurn`]). What is left for these tries: the owner's own rounds
 /// (which may wait on a userfault, so they never hold the turn) against the others, other
 /// regions' rounds and other pinners (normal MRs over the same pages fail as often among
 /// themselves: see `rdma_movable`'s controls). A page held for longer (a pipe buffer after
@@ -191,12 +191,13 @@ impl Region {
             };
             idx = gap;
             let mut failed_migrations = 0;
-            // The region's rounds outside the owner's context pin one batch at a time (see
-            // `PinTurn`); registration's round runs before anything else can reach the region.
+            // The region's rounds outside the owner's context never pin the same pages at
+            // once (see `PinTurn`). The owner's rounds claim nothing; registration's is one of
+            // them (a verify pass meanwhile pins only slots it already committed).
             let _turn = if register || mode.owner {
                 None
             } else {
-                Some(PinTurn::take(self)?)
+                Some(PinTurn::take(self, gap, gap_end)?)
             };
             for attempt in 0..REPIN_ATTEMPTS {
                 let round = self.round_begin();
@@ -476,45 +477,61 @@ impl Region {
     }
 }
 
-/// The pin turn of a region (`RegionInner::pinning`): held by a pin round outside the owner's
-/// context (an access from a device's work item, the verify pass, a prefetch work item) for
-/// one batch, from before its GUP call to its commit, so that those rounds of one region never
-/// pin the same pages at the same moment and fail each other's migrations out of a movable
-/// zone (see [`MIGRATE_ATTEMPTS`]). Such a round never waits on a userfault
-/// (`vamr_pin_user_pages()` asks `FOLL_NOWAIT` outside the owner's context), so a holder
-/// keeps the turn for one GUP call of at most `PIN_BATCH` pages and one commit; a GUP call
-/// that faults file pages in waits for their I/O (a FUSE daemon's included), and the
-/// region's other such rounds wait with it, as an access of those pages would. The owner's
-/// rounds (registration, `/dev/vamr` accesses, a synchronous prefetch) may wait on a
-/// userfault that only user space can answer, so they never take it.
+/// A pin round's claim on pages `[.1, .2)` of a region (`RegionInner::pinning`): taken by a
+/// pin round outside the owner's context (an access from a device's work item, the verify
+/// pass, a prefetch work item) for one batch, from before its GUP call to its commit (with
+/// its retries), so that two such rounds of one region never pin the same pages at the same
+/// moment and fail each other's migrations out of a movable zone (see [`MIGRATE_ATTEMPTS`]).
+/// Rounds over other pages of the region do not wait for each other: a round waits only while
+/// another holds pages it wants, that is for one batch of that round (which would pin the
+/// same pages), and a long prefetch, which moves on batch by batch, holds up an access over
+/// other pages not at all. Such a round never waits on a userfault (`vamr_pin_user_pages()`
+/// asks `FOLL_NOWAIT` outside the owner's context); one that faults file pages in waits for
+/// their I/O, and a round over the same pages waits with it, as it would for those pages. The
+/// owner's rounds (registration, `/dev/vamr` accesses, a synchronous prefetch) may wait on a
+/// userfault that only user space can answer, so they never take a turn (they may still
+/// collide with the others: `MIGRATE_ATTEMPTS` covers that).
 ///
 /// # Invariants
 ///
-/// `self.0.pages.pinning` is set, by this value, until it is dropped.
-pub(super) struct PinTurn<'a>(&'a Region);
+/// `(self.1, self.2)` is in `self.0.pages.pinning`, put there by this value, until it is
+/// dropped.
+pub(super) struct PinTurn<'a>(&'a Region, usize, usize);
 
 impl<'a> PinTurn<'a> {
-    /// Takes the turn, waiting while another round holds it (for one batch of that round).
-    /// Errors: `ECANCELED` once the region is cancelled (deregistration wakes the wait),
-    /// `EFAULT` once it is dead, `EINTR` on a signal. Sleeps; no lock of the region may be
-    /// held.
-    fn take(region: &'a Region) -> Result<Self> {
+    /// Claims pages `[a, b)` of `region`, waiting while another round holds any of them (for
+    /// one batch of that round). Errors: `ECANCELED` once the region is cancelled
+    /// (deregistration wakes the wait), `EFAULT` once it is dead, `EINTR` on a signal,
+    /// `ENOMEM`. Sleeps; no lock of the region may be held.
+    fn take(region: &'a Region, a: usize, b: usize) -> Result<Self> {
         let mut inner = region.pages.lock();
-        if inner.pinning {
-            region.wait_fault_done(&mut inner, |inner| !inner.pinning)?;
+        loop {
+            if inner.pinning.overlaps(a, b) {
+                region.wait_fault_done(&mut inner, |inner| !inner.pinning.overlaps(a, b))?;
+            }
+            let Some(want) = inner.pinning.room_wanted() else {
+                break;
+            };
+            // Room for one more claim, allocated without the lock (no allocation under it);
+            // the claims are looked at again after it.
+            drop(inner);
+            let more = KVec::with_capacity(want, GFP_KERNEL)?;
+            inner = region.pages.lock();
+            drop(inner.pinning.make_room(more));
         }
-        // INVARIANT: set here, cleared only by this value's `Drop`.
-        inner.pinning = true;
-        Ok(PinTurn(region))
+        // Cannot fail: no overlap and room, checked above under the same lock.
+        let _ = inner.pinning.claim(a, b);
+        // INVARIANT: the claim is in `pinning`, taken out only by this value's `Drop`.
+        Ok(PinTurn(region, a, b))
     }
 }
 
 impl Drop for PinTurn<'_> {
-    /// Gives the turn back and wakes the rounds waiting for it (with any fault waiters, which
-    /// look at their own condition again).
+    /// Gives the claim back and wakes the rounds waiting for pages (with any fault waiters,
+    /// which look at their own condition again).
     fn drop(&mut self) {
         let mut inner = self.0.pages.lock();
-        inner.pinning = false;
+        inner.pinning.release(self.1, self.2);
         if self.0.fault_waiters.load(Relaxed) != 0 {
             self.0.fault_done.notify_all();
         }
