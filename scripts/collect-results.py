@@ -140,7 +140,7 @@ def kunit_suites():
     for d, _, files in sorted(os.walk(src)):
         for f in sorted(files):
             if f.endswith(".rs"):
-                suites.update(re.findall(r"#\[kunit_tests\((\w+)\)\]", open(os.path.join(d, f)).read()))
+                suites.update(re.findall(r"#\[(?:[\w:]*::)?kunit_tests\((\w+)\)\]", open(os.path.join(d, f)).read()))
     return suites
 
 

@@ -27,6 +27,15 @@ impl PinClaims {
         self.ranges.iter().any(|&(x, y)| x < b && a < y)
     }
 
+    /// The end of the unclaimed run of `[a, b)` that starts at `a` (`a` itself unclaimed): `b`,
+    /// or the first page of a claim inside the range.
+    pub(super) fn free_end(&self, a: usize, b: usize) -> usize {
+        self.ranges
+            .iter()
+            .filter(|&&(x, _)| a < x && x < b)
+            .fold(b, |end, &(x, _)| end.min(x))
+    }
+
     /// The capacity a vector must have to hold one more claim, or `None` when there is room.
     pub(super) fn room_wanted(&self) -> Option<usize> {
         let cap = self.ranges.capacity();
@@ -105,6 +114,27 @@ mod tests {
         assert!(c.overlaps(600, 601));
         with_room(&mut c);
         assert_eq!(c.claim(0, 512), Ok(()));
+    }
+
+    #[test]
+    fn a_batch_is_cut_at_the_next_claim() {
+        let mut c = PinClaims::new();
+        with_room(&mut c);
+        assert_eq!(c.claim(100, 200), Ok(()));
+        with_room(&mut c);
+        assert_eq!(c.claim(300, 301), Ok(()));
+        // Free up to the first claim inside; the whole range when none starts inside.
+        assert_eq!(c.free_end(0, 512), 100);
+        assert_eq!(c.free_end(96, 100), 100);
+        assert_eq!(c.free_end(200, 512), 300);
+        assert_eq!(c.free_end(250, 301), 300);
+        assert_eq!(c.free_end(301, 512), 512);
+        assert_eq!(c.free_end(0, 1), 1);
+        // What is left before the claim can be claimed; one page more cannot.
+        with_room(&mut c);
+        assert_eq!(c.claim(0, c.free_end(0, 512)), Ok(()));
+        with_room(&mut c);
+        assert_eq!(c.claim(200, 301), Err(EBUSY));
     }
 
     #[test]

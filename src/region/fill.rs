@@ -43,12 +43,12 @@ pub(super) const REPIN_ATTEMPTS: u32 = 16;
 /// region that was vamr's own doing (an access and the verify pass, or two accesses, pinning
 /// the same fresh pages; seen on the movable node of the two-node tests as an access error,
 /// hence a QP error, in a third of the runs), so the region's pin rounds outside the owner's
-/// context never pin the same pages at once ([`PinTurn`]). What is left for these tries: the owner's own rounds
-/// (which may wait on a userfault, so they never hold the turn) against the others, other
-/// regions' rounds and other pinners (normal MRs over the same pages fail as often among
-/// themselves: see `rdma_movable`'s controls). A page held for longer (a pipe buffer after
-/// `vmsplice`) fails every try: each takes `migrate_pages()`' own retries (10-50 ms under TCG
-/// for one page).
+/// context never pin the same pages at once ([`PinTurn`]). What is left for these tries: the
+/// owner's own rounds (which may wait on a userfault, so they claim nothing) against the
+/// others, other regions' rounds and other pinners (normal MRs over the same pages fail as
+/// often among themselves: see `rdma_movable`'s controls). A page held for longer (a pipe
+/// buffer after `vmsplice`) fails every try: each takes `migrate_pages()`' own retries
+/// (10-50 ms under TCG for one page).
 pub(super) const MIGRATE_ATTEMPTS: u32 = 4;
 
 /// Why pages are being pinned (for the counters).
@@ -192,12 +192,20 @@ impl Region {
             idx = gap;
             let mut failed_migrations = 0;
             // The region's rounds outside the owner's context never pin the same pages at
-            // once (see `PinTurn`). The owner's rounds claim nothing; registration's is one of
-            // them (a verify pass meanwhile pins only slots it already committed).
+            // once (see `PinTurn`): the batch is cut where another round's claim starts, and
+            // waits only when its first page is claimed; an access's window past its own
+            // pages does not wait at all (it ends there). The owner's rounds claim nothing;
+            // registration's is one of them (a verify pass meanwhile pins only slots it
+            // already committed).
             let _turn = if register || mode.owner {
                 None
             } else {
-                Some(PinTurn::take(self, gap, gap_end)?)
+                let window = matches!(cause, PinCause::Access { until, .. } if gap >= until);
+                let Some((turn, cut)) = PinTurn::take(self, gap, gap_end, !window)? else {
+                    break 'pages;
+                };
+                gap_end = cut;
+                Some(turn)
             };
             for attempt in 0..REPIN_ATTEMPTS {
                 let round = self.round_begin();
@@ -482,15 +490,19 @@ impl Region {
 /// pass, a prefetch work item) for one batch, from before its GUP call to its commit (with
 /// its retries), so that two such rounds of one region never pin the same pages at the same
 /// moment and fail each other's migrations out of a movable zone (see [`MIGRATE_ATTEMPTS`]).
-/// Rounds over other pages of the region do not wait for each other: a round waits only while
-/// another holds pages it wants, that is for one batch of that round (which would pin the
-/// same pages), and a long prefetch, which moves on batch by batch, holds up an access over
-/// other pages not at all. Such a round never waits on a userfault (`vamr_pin_user_pages()`
-/// asks `FOLL_NOWAIT` outside the owner's context); one that faults file pages in waits for
-/// their I/O, and a round over the same pages waits with it, as it would for those pages. The
+///
+/// Rounds over other pages of the region do not wait for each other: a batch is cut short
+/// where another round's claim starts, and a round waits only while the first page of its
+/// batch is claimed (an access's window past its own pages does not wait: it ends there). So
+/// an access waits only for a round that pins its own next page, and a long prefetch, which
+/// moves on batch by batch, holds up an access over other pages not at all.
+///
+/// Such a round never waits on a userfault (`vamr_pin_user_pages()` asks `FOLL_NOWAIT`
+/// outside the owner's context); one that faults file pages in waits for their I/O, and a
+/// round that needs those same pages waits with it, as it would for the pages themselves. The
 /// owner's rounds (registration, `/dev/vamr` accesses, a synchronous prefetch) may wait on a
-/// userfault that only user space can answer, so they never take a turn (they may still
-/// collide with the others: `MIGRATE_ATTEMPTS` covers that).
+/// userfault that only user space can answer, so they claim nothing (they may still collide
+/// with the others: `MIGRATE_ATTEMPTS` covers that).
 ///
 /// # Invariants
 ///
@@ -499,15 +511,20 @@ impl Region {
 pub(super) struct PinTurn<'a>(&'a Region, usize, usize);
 
 impl<'a> PinTurn<'a> {
-    /// Claims pages `[a, b)` of `region`, waiting while another round holds any of them (for
-    /// one batch of that round). Errors: `ECANCELED` once the region is cancelled
-    /// (deregistration wakes the wait), `EFAULT` once it is dead, `EINTR` on a signal,
-    /// `ENOMEM`. Sleeps; no lock of the region may be held.
-    fn take(region: &'a Region, a: usize, b: usize) -> Result<Self> {
+    /// Claims the unclaimed pages of `[a, b)` from `a` on (up to the first claim inside the
+    /// range) and returns the claim with the end of what it covers. When page `a` itself is
+    /// claimed by another round, waits for that claim to be given back (one batch of a round
+    /// that pins the same pages) if `wait`, else returns `None`. Errors: `ECANCELED` once the
+    /// region is cancelled (deregistration wakes the wait), `EFAULT` once it is dead, `EINTR`
+    /// on a signal, `ENOMEM`. Sleeps; no lock of the region may be held.
+    fn take(region: &'a Region, a: usize, b: usize, wait: bool) -> Result<Option<(Self, usize)>> {
         let mut inner = region.pages.lock();
         loop {
-            if inner.pinning.overlaps(a, b) {
-                region.wait_fault_done(&mut inner, |inner| !inner.pinning.overlaps(a, b))?;
+            if inner.pinning.overlaps(a, a + 1) {
+                if !wait {
+                    return Ok(None);
+                }
+                region.wait_fault_done(&mut inner, |inner| !inner.pinning.overlaps(a, a + 1))?;
             }
             let Some(want) = inner.pinning.room_wanted() else {
                 break;
@@ -519,10 +536,12 @@ impl<'a> PinTurn<'a> {
             inner = region.pages.lock();
             drop(inner.pinning.make_room(more));
         }
-        // Cannot fail: no overlap and room, checked above under the same lock.
-        let _ = inner.pinning.claim(a, b);
+        let cut = inner.pinning.free_end(a, b);
+        // Cannot fail: `a` unclaimed, nothing claimed in `(a, cut)`, and room, all checked
+        // under this hold of the lock.
+        let _ = inner.pinning.claim(a, cut);
         // INVARIANT: the claim is in `pinning`, taken out only by this value's `Drop`.
-        Ok(PinTurn(region, a, b))
+        Ok(Some((PinTurn(region, a, cut), cut)))
     }
 }
 
