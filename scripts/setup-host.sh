@@ -103,7 +103,7 @@ install_debs() {
 	local pkgs=(build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 		libclang-19-dev rdma-core libibverbs-dev ibverbs-utils
 		ibverbs-providers perftest iproute2 busybox-static util-linux mount python3 xz-utils
-		pahole dkms
+		pahole dkms strace
 		openmpi-bin libopenmpi-dev libucx0 ucx-utils libfabric-bin python3-pyverbs
 		rdmacm-utils librdmacm-dev openssh-server openssh-client)
 	local missing=()

@@ -23,10 +23,10 @@ run() { "$@" >$out 2>$err; rc=$?; }
 field() { awk -v k="$1" '$1 == k { print $2; exit }' $out; }
 
 echo "TAP version 13"
-echo "1..16"
+echo "1..17"
 
 if ! command -v vamrctl >/dev/null; then
-	for i in $(seq 1 16); do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
+	for i in $(seq 1 17); do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
 	exit 0
 fi
 
@@ -57,6 +57,22 @@ if [ $rc = 0 ] && [ "$(field page_size)" -ge 4096 ] 2>/dev/null &&
 	ok caps
 else
 	not_ok caps "rc=$rc or a field missing"
+fi
+
+# A failing device-list query (strace makes the first VAMR_IOC_DEVICE, the
+# second ioctl, fail with EIO) is an error, not a shorter list: exit 1 with
+# the call named.
+if ! command -v strace >/dev/null; then
+	ok "caps_device_query_error_exit_1 # SKIP strace not on PATH"
+elif ! grep -q '^features .* devices' $out; then
+	ok "caps_device_query_error_exit_1 # SKIP the module lists no devices"
+else
+	run strace -qq -o /dev/null -e trace=ioctl -e inject=ioctl:error=EIO:when=2 vamrctl caps
+	if [ $rc = 1 ] && grep -q 'VAMR_IOC_DEVICE.*EIO' $err && grep -q '^features ' $out; then
+		ok caps_device_query_error_exit_1
+	else
+		not_ok caps_device_query_error_exit_1 "rc=$rc (want 1 and VAMR_IOC_DEVICE: EIO)"
+	fi
 fi
 
 run vamrctl stats --pages 4

@@ -216,7 +216,7 @@ static int cmd_caps(int argc, char **argv)
 	struct vamr_query q = { 0 };
 	char modver[64];
 	size_t i;
-	int fd;
+	int fd, ret = 0;
 
 	if (argc > 1)
 		return usage_error("caps: unexpected argument '%s'", argv[1]);
@@ -248,8 +248,11 @@ static int cmd_caps(int argc, char **argv)
 			struct vamr_device_info d = { .pos = i };
 
 			if (ioctl(fd, VAMR_IOC_DEVICE, &d)) {
-				if (errno != ENOENT)
+				/* ENOENT: past the last device. Anything else: the list is cut. */
+				if (errno != ENOENT) {
 					error_msg("VAMR_IOC_DEVICE", errno, NULL);
+					ret = 1;
+				}
 				break;
 			}
 			printf("device          %s index %u access_va 0x%" PRIx64 "\n", d.name,
@@ -258,7 +261,7 @@ static int cmd_caps(int argc, char **argv)
 	}
 #endif
 	close(fd);
-	return 0;
+	return ret;
 }
 
 static int cmd_stats(int argc, char **argv)
@@ -297,7 +300,6 @@ static int cmd_stats(int argc, char **argv)
 		error_msg("mmap", errno, NULL);
 		goto out;
 	}
-	memset(buf, 0x5a, pages * psize);
 	r.addr = (uintptr_t)buf;
 	r.len = pages * psize;
 	r.access = VAMR_ACCESS_READ | VAMR_ACCESS_WRITE;
