@@ -365,7 +365,10 @@ static const size_t tput_size[] = { 4 * KIB, 64 * KIB, MIB, 4 * MIB };
 static struct cell wr_mbs[NKIND][NTPUT], rd_mbs[NKIND][NTPUT], memcpy_mbs[NTPUT], loop_mbs[NTPUT];
 static long wr_err[NKIND], rd_err[NKIND], wr_corrupt[NKIND], rd_corrupt[NKIND];
 
-static struct cell remap_mbs[NKIND], noremap_mbs[NKIND], remap_rate[NKIND], remap_memcpy, remap_loop;
+/* [6] unconfined ([0]) and on one CPU ([1]): MB/s, remaps/s, and stream us lost per remap. */
+static struct cell remap_mbs[2][NKIND], noremap_mbs[2][NKIND], remap_rate[2][NKIND];
+static struct cell remap_cost[2][NKIND], remap_memcpy, remap_loop;
+static const char *one_cpu_note;
 
 /*
  * A plain 8-byte copy loop (not turned into a memcpy call): under TCG, glibc's
@@ -615,6 +618,48 @@ static int wq_cpumask(char *buf, size_t size, const char *val)
 	return fclose(f) || bad ? -1 : 0;
 }
 
+/* The state one_cpu_begin() changed, for one_cpu_end(). */
+struct one_cpu {
+	char saved[256];	/* the unbound workqueue cpumask before */
+	cpu_set_t old;		/* the thread's affinity before */
+	int state;		/* 0 nothing changed, 1 affinity saved, 2 the cpumask changed too */
+};
+
+/*
+ * Confines the calling thread (and the threads it creates from now on) and the
+ * unbound workqueues (rdma_rxe's rxe_wq, vamr's own) to the CPU it runs on.
+ * 0, or -1 (needs root; whatever was changed is undone by one_cpu_end()).
+ */
+static int one_cpu_begin(struct one_cpu *o)
+{
+	int cpu = sched_getcpu();
+	char mask[32];
+	cpu_set_t one;
+
+	o->state = 0;
+	if (cpu < 0 || cpu >= 32 || wq_cpumask(o->saved, sizeof(o->saved), NULL) ||
+	    sched_getaffinity(0, sizeof(o->old), &o->old))
+		return -1;
+	o->state = 1;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	snprintf(mask, sizeof(mask), "%x", 1u << cpu);
+	if (sched_setaffinity(0, sizeof(one), &one) || wq_cpumask(NULL, 0, mask))
+		return -1;
+	o->state = 2;
+	return 0;
+}
+
+/* Restores what one_cpu_begin() changed; a cpumask that cannot be restored fails the run. */
+static void one_cpu_end(struct one_cpu *o, const char *what)
+{
+	if (o->state == 2 && wq_cpumask(NULL, 0, o->saved))
+		fail("%s: cannot restore %s to %s", what, WQ_CPUMASK, o->saved);
+	if (o->state >= 1)
+		sched_setaffinity(0, sizeof(o->old), &o->old);
+	o->state = 0;
+}
+
 /*
  * [3b]'s in-kernel VA line once more, with the unbound workqueues (rxe's
  * rxe_wq among them) confined to the CPU the benchmark runs on, and the
@@ -629,20 +674,12 @@ static int wq_cpumask(char *buf, size_t size, const char *val)
 static int same_cpu_first_access(uint8_t *src, uint32_t src_lkey)
 {
 	const size_t len = REMAP_PAGES * PAGE;
-	char saved[256], mask[32];
-	cpu_set_t old, one;
-	int cpu = sched_getcpu(), j, ret = -1, confined = 0;
+	struct one_cpu o;
+	int j, ret = -1;
 	struct kpins acc = {};
 
-	if (cpu < 0 || cpu >= 32 || wq_cpumask(saved, sizeof(saved), NULL) ||
-	    sched_getaffinity(0, sizeof(old), &old))
-		return -1;
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	snprintf(mask, sizeof(mask), "%x", 1u << cpu);
-	if (sched_setaffinity(0, sizeof(one), &one) || wq_cpumask(NULL, 0, mask))
+	if (one_cpu_begin(&o))
 		goto out;
-	confined = 1;
 	for (j = -1; j < FIRST_REPS; j++) {
 		uint8_t *a = buf_alloc(len, 1);
 		struct kpins p0, p1, p2, p3;
@@ -683,9 +720,7 @@ static int same_cpu_first_access(uint8_t *src, uint32_t src_lkey)
 		ret = 0;
 	}
 out:
-	if (confined && wq_cpumask(NULL, 0, saved))
-		fail("same-CPU [3b]: cannot restore %s to %s", WQ_CPUMASK, saved);
-	sched_setaffinity(0, sizeof(old), &old);
+	one_cpu_end(&o, "same-CPU [3b]");
 	return ret;
 }
 
@@ -1056,63 +1091,99 @@ static void *remap_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * One round of [6] for kind k, unconfined (c 0) or with the benchmark, its
+ * remap thread and the unbound workqueues on one CPU (c 1): REMAP_SLICES
+ * alternations of a slice without and a slice with remaps.
+ */
+static void remap_round(int c, int k)
+{
+	double t_on = 0, t_off = 0, n_remaps = 0;
+	long b_on = 0, b_off = 0;
+	int j;
+
+	for (j = 0; j < 2 * REMAP_SLICES; j++) {
+		struct remapper rm = { .base = tbuf[k] };
+		double slice = REMAP_SECONDS / REMAP_SLICES * 1e6, t;
+		pthread_t th;
+		long e = 0, got;
+		int on = j & 1;
+
+		struct vamr_counters c0, c1;
+		int counted = on && k == VA && !vamr_global_counters(&c0);
+
+		if (on && k == VA && !counted)
+			va_counters_ok = 0;
+		/* The thread inherits this thread's affinity (one CPU when c is 1). */
+		if (on && pthread_create(&th, NULL, remap_thread, &rm)) {
+			fail("pthread_create");
+			return;
+		}
+		t = now_us();
+		got = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey,
+			     TBUF, REMAP_MSG, 0, t + slice, &e);
+		if (on) {
+			long more;
+
+			rm.stop = 1;
+			pthread_join(th, NULL);
+			/*
+			 * One more pass over the whole MR after the last remap: the
+			 * slice pays for the faults of all its remaps, and the next
+			 * slice without remaps starts with every page mapped.
+			 */
+			more = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey,
+				      TBUF, REMAP_MSG, TBUF, 0, &e);
+			got = got < 0 || more < 0 ? -1 : got + more;
+		}
+		t = now_us() - t;
+		if (on) {
+			if (rm.errors)
+				fail("mmap(MAP_FIXED) failed %ld times", rm.errors);
+			remap_err[k] += e;
+			n_remaps += rm.n;
+			if (counted && !vamr_global_counters(&c1)) {
+				va_remaps += rm.n;
+				va_repinned += c1.ondemand_repins - c0.ondemand_repins;
+				va_unpinned += c1.pages_unpinned - c0.pages_unpinned;
+				va_lost += c1.repin_retries - c0.repin_retries;
+			} else if (counted) {
+				va_counters_ok = 0;
+			}
+		}
+		if (got < 0 || e)
+			bad_transfer(k, on ? "WRITE stream under remaps: error completions" :
+					     "WRITE stream without remaps: error completions");
+		if (got > 0) {
+			*(on ? &b_on : &b_off) += got;
+			*(on ? &t_on : &t_off) += t;
+		}
+	}
+	put(&noremap_mbs[c][k], mbs(b_off, t_off));
+	put(&remap_mbs[c][k], mbs(b_on, t_on));
+	put(&remap_rate[c][k], t_on > 0 ? n_remaps / (t_on / 1e6) : NAN);
+	/* The stream's time beyond what the same bytes took without remaps, per remap. */
+	if (b_on > 0 && b_off > 0 && t_off > 0 && n_remaps > 0)
+		put(&remap_cost[c][k], (t_on - b_on * (t_off / b_off)) / n_remaps);
+}
+
 static void bench_remaps(void)
 {
-	int r, k, j;
+	int r, k, c;
 
 	for (r = 0; r < rounds; r++) {
-		for (k = 0; k < NKIND; k++) {
-			double t_on = 0, t_off = 0, n_remaps = 0;
-			long b_on = 0, b_off = 0;
+		for (c = 0; c < 2; c++) {
+			struct one_cpu o;
 
-			/* REMAP_SLICES alternations of a slice without and a slice with remaps. */
-			for (j = 0; j < 2 * REMAP_SLICES; j++) {
-				struct remapper rm = { .base = tbuf[k] };
-				double slice = REMAP_SECONDS / REMAP_SLICES * 1e6, t;
-				pthread_t th;
-				long e = 0, got;
-				int on = j & 1;
-
-				struct vamr_counters c0, c1;
-				int counted = on && k == VA && !vamr_global_counters(&c0);
-
-				if (on && k == VA && !counted)
-					va_counters_ok = 0;
-				if (on && pthread_create(&th, NULL, remap_thread, &rm)) {
-					fail("pthread_create");
-					return;
-				}
-				t = now_us();
-				got = stream(IBV_WR_RDMA_WRITE, lbuf, lmr->lkey, tbuf[k], tmr[k]->rkey,
-					     TBUF, REMAP_MSG, 0, t + slice, &e);
-				t = now_us() - t;
-				if (on) {
-					rm.stop = 1;
-					pthread_join(th, NULL);
-					if (rm.errors)
-						fail("mmap(MAP_FIXED) failed %ld times", rm.errors);
-					remap_err[k] += e;
-					n_remaps += rm.n;
-					if (counted && !vamr_global_counters(&c1)) {
-						va_remaps += rm.n;
-						va_repinned += c1.ondemand_repins - c0.ondemand_repins;
-						va_unpinned += c1.pages_unpinned - c0.pages_unpinned;
-						va_lost += c1.repin_retries - c0.repin_retries;
-					} else if (counted) {
-						va_counters_ok = 0;
-					}
-				}
-				if (got < 0 || e)
-					bad_transfer(k, on ? "WRITE stream under remaps: error completions" :
-							     "WRITE stream without remaps: error completions");
-				if (got > 0) {
-					*(on ? &b_on : &b_off) += got;
-					*(on ? &t_on : &t_off) += t;
-				}
+			if (c == 1 && one_cpu_begin(&o)) {
+				one_cpu_end(&o, "[6] on one CPU");
+				one_cpu_note = "not measured: confining to one CPU needs root";
+				break;
 			}
-			put(&noremap_mbs[k], mbs(b_off, t_off));
-			put(&remap_mbs[k], mbs(b_on, t_on));
-			put(&remap_rate[k], t_on > 0 ? n_remaps / (t_on / 1e6) : NAN);
+			for (k = 0; k < NKIND; k++)
+				remap_round(c, k);
+			if (c == 1)
+				one_cpu_end(&o, "[6] on one CPU");
 		}
 		{
 			/* The ceiling: the same 64 KiB pieces copied by the CPU, 16 MiB of them. */
@@ -1658,10 +1729,13 @@ static const struct cell *g_tput_ceiling(int row, int c)
 {
 	return row ? &loop_mbs[c] : &memcpy_mbs[c];
 }
-static const struct cell *g_remap(int k, int c)
+static const struct cell *g_remap_c(int cpu1, int k, int c)
 {
-	return c == 0 ? &noremap_mbs[k] : c == 1 ? &remap_mbs[k] : &remap_rate[k];
+	return c == 0 ? &noremap_mbs[cpu1][k] : c == 1 ? &remap_mbs[cpu1][k] :
+	       c == 2 ? &remap_rate[cpu1][k] : &remap_cost[cpu1][k];
 }
+static const struct cell *g_remap(int k, int c) { return g_remap_c(0, k, c); }
+static const struct cell *g_remap1(int k, int c) { return g_remap_c(1, k, c); }
 static const struct cell *g_remap_ceiling(int row, int c)
 {
 	return c ? NULL : row ? &remap_loop : &remap_memcpy;
@@ -1680,7 +1754,8 @@ static void print_table(double wall_s)
 	static const char *const hfirst[] = { "after remap/page", "pinned/page",
 					      "added/page", "reg/page (64M)" };
 	static const char *const htput[] = { "4K", "64K", "1M", "4M" };
-	static const char *const hremap[] = { "no remaps MB/s", "remapping MB/s", "remaps/s" };
+	static const char *const hremap[] = { "no remaps MB/s", "remapping MB/s", "remaps/s",
+					      "us/remap" };
 	static const char *const hinv[] = { "munmap", "mprotect", "dontneed", "munmap 1000 MRs" };
 	static const char *const hlive[] = { "1 live", "1000 live", "4000 live" };
 	static const char *const hcpu[] = { "vamr self %", "vamr incl. %", "data copy %",
@@ -1801,8 +1876,18 @@ static void print_table(double wall_s)
 	band(title, hremap, 3, g_remap, g_remap_ceiling, 1);
 	printf("%-10s", "remapping/");
 	for (k = 0; k < NKIND; k++)
-		printf(" %s=%.2f", kind_name[k], cmed(&remap_mbs[k]) / cmed(&noremap_mbs[k]));
-	printf("   (no remaps; error completions under remaps:");
+		printf(" %s=%.2f", kind_name[k], cmed(&remap_mbs[0][k]) / cmed(&noremap_mbs[0][k]));
+	printf("   (no remaps)\n");
+	band("[6b] the same with the benchmark, its remap thread and the unbound workqueues (rxe's\n"
+	     "     responder) on one CPU: the stream's time is all the CPU's work, where it runs is fixed;\n"
+	     "     us/remap: the stream's time beyond its time without remaps, per remap",
+	     hremap, 4, g_remap1, NULL, 1);
+	if (one_cpu_note)
+		printf("%-10s %s\n", "", one_cpu_note);
+	printf("%-10s", "remapping/");
+	for (k = 0; k < NKIND; k++)
+		printf(" %s=%.2f", kind_name[k], cmed(&remap_mbs[1][k]) / cmed(&noremap_mbs[1][k]));
+	printf("   (no remaps; error completions under remaps in [6] and [6b]:");
 	for (k = 0; k < NKIND; k++)
 		printf(" %s %ld", kind_name[k], remap_err[k]);
 	printf(")\n");
