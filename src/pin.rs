@@ -204,10 +204,10 @@ const UNPIN_CHUNK: usize = 4096;
 /// `unpin_user_pages_dirty_lock()` call per 4096 slots over page pointers compacted in place,
 /// which looks at the next entry's folio for every page: a 1 MiB VA MR's deregistration took
 /// 1.09, 1.10 and 1.10x a normal MR's against 1.20, 0.86 and 1.15x (2026-12-05, bench
-/// kernel, `vamr_regloop normal,va 1024 800`, three alternated A/B pairs in one guest). Read pins (rare: read
-/// prefetch, on-demand reads, read-only regions) go through a 64-entry array on the stack.
-/// Outside invalidations only: may sleep on folio locks and reschedules, so no lock may be
-/// held.
+/// kernel, `vamr_regloop normal,va 1024 800`, three alternated A/B pairs in one guest). Read
+/// pins (rare: read prefetch, on-demand reads, read-only regions) go through a 64-entry array
+/// on the stack. Outside invalidations only: may sleep on folio locks and reschedules, so no
+/// lock may be held.
 ///
 /// # Safety
 ///
@@ -264,7 +264,7 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
 unsafe fn release_run(first: *mut bindings::page, run: usize) -> usize {
     if run > 0 {
         // SAFETY: the caller's contract: one pin on each page of the range, released here.
-        unsafe { bindings::unpin_user_page_range_dirty_lock(first, run as _, true) };
+        unsafe { bindings::unpin_user_page_range_dirty_lock(first, run, true) };
     }
     run
 }

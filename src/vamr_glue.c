@@ -622,4 +622,3 @@ u64 vamr_task_cpu_ns(void)
 		ns += now - start;
 	return ns;
 }
-
