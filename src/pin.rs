@@ -227,6 +227,11 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
     let mut first: *mut bindings::page = core::ptr::null_mut();
     let mut run = 0;
     for i in 0..len {
+        // First in the loop, so that a run extended at every slot (`continue` below) does not
+        // skip it: teardown may sleep and holds no lock here.
+        if i > 0 && i % UNPIN_CHUNK == 0 {
+            cond_resched();
+        }
         // SAFETY: `i < len`: an initialized slot, read once.
         let tagged = unsafe { base.add(i).read() };
         if tagged as usize & TAG_DIRTY != 0 {
@@ -243,10 +248,6 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
         } else if !tagged.is_null() {
             // SAFETY: `tagged` is a pin given up to this call (see above), not used again.
             count += unsafe { clean.get_or_insert_with(CleanBatch::new).push(tagged) };
-        }
-        if (i + 1) % UNPIN_CHUNK == 0 {
-            // Teardown may sleep and holds no lock here.
-            cond_resched();
         }
     }
     // SAFETY: as above, for the last run.

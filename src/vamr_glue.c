@@ -242,7 +242,8 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * Returns the pages pinned (possibly fewer than @must: the caller asks again
  * from the first page not pinned) or an errno.
  *
- * Pages present: the lockless fast path, in one call, as ib_umem_get() does:
+ * Pages present: the lockless fast path, as ib_umem_get() does (in one call;
+ * for a work item that may fault, after a one-page look, see below):
  *  - the owner (@owner, the process's own context) calls
  *    pin_user_pages_fast() directly; when every page is needed (@must equal
  *    to @npages), with faults allowed (GUP falls back to the slow path with
