@@ -7,7 +7,9 @@
 # usage: build-kernel.sh [--sanitize | --bench]
 #   --bench     the benchmark kernel instead: vamr-test.config plus
 #               scripts/kconfig/vamr-bench.config (no lockdep, DEBUG_VM,
-#               KUnit). Used by scripts/bench.sh.
+#               KUnit; Rust helpers inlined), built with LLVM=-<rustc's LLVM
+#               major version> (setup-host.sh --bench installs that
+#               toolchain). Used by scripts/bench.sh.
 #   --sanitize  the sanitizer kernel instead: vamr-test.config plus
 #               scripts/kconfig/vamr-sanitize.config (KASAN, UBSAN, kmemleak,
 #               fault injection), built with LLVM=$VAMR_LLVM (setup-host.sh
@@ -16,7 +18,7 @@
 # The build is cached outside the work tree, in
 #   $VAMR_CACHE/kernel/<source version>-<fragment hash>-<rustc version>/
 #   $VAMR_CACHE/kernel/<source version>-<fragment hash>-bench<bench fragment
-#                      hash>-rustc<version>/                    (--bench)
+#                      hash>-rustc<version>-clang<version>/     (--bench)
 #   $VAMR_CACHE/kernel/<source version>-<fragment hash>-san<sanitize fragment
 #                      hash>-rustc<version>-clang<version>/     (--sanitize)
 # so a second run with the same inputs takes seconds. Prints the build
@@ -65,9 +67,18 @@ if [ "$sanitize" = 1 ]; then
 	frags+=("$sanfrag")
 fi
 if [ "$bench" = 1 ]; then
-	# ... plus the benchmark fragment, which turns the debug options off.
+	# ... plus the benchmark fragment, which turns the debug options off and
+	# inlines the C helpers into Rust: built with the clang of rustc's LLVM.
+	m=$(rustc_llvm_major)
+	command -v "clang-$m" >/dev/null && command -v "ld.lld-$m" >/dev/null ||
+		die "clang-$m/ld.lld-$m (rustc's LLVM) missing: run scripts/setup-host.sh --bench"
+	clang_ver=$("clang-$m" --version | sed -n '1s/.*clang version \([0-9.]*\).*/\1/p')
+	[ -n "$clang_ver" ] || die "cannot read the version of clang-$m"
 	bench_hash=$(sha256sum <"$benchfrag" | cut -c1-12)
-	key="${srcver//[:~+]/_}-${frag_hash}-bench${bench_hash}-rustc${rustc_ver}"
+	key="${srcver//[:~+]/_}-${frag_hash}-bench${bench_hash}-rustc${rustc_ver}-clang${clang_ver}"
+	kmake=("LLVM=-$m")
+	# bindgen's libclang from the same LLVM as the compiler.
+	export LIBCLANG_PATH="/usr/lib/llvm-$m/lib"
 	frags+=("$benchfrag")
 fi
 kdir="$VAMR_CACHE/kernel/$key"
@@ -157,9 +168,9 @@ fi
 make -j"$(nproc)" "${kmake[@]}" bzImage modules >&2 || die "kernel build failed"
 make -s "${kmake[@]}" INSTALL_MOD_PATH="$kdir/.modinst" modules_install >&2
 rustc --version >"$kdir/.vamr-rustc"
-if [ "$sanitize" = 1 ]; then
+if [ ${#kmake[@]} -gt 0 ]; then
 	# Modules built against this tree need the same toolchain (lib.sh: kbuild_llvm_args).
-	echo "$VAMR_LLVM" >"$kdir/.vamr-llvm"
+	echo "${kmake[0]#LLVM=}" >"$kdir/.vamr-llvm"
 fi
 echo "$srcver" >"$kdir/.vamr-source-version"
 touch "$kdir/.vamr-built"

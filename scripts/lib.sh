@@ -16,9 +16,18 @@ export LIBCLANG_PATH=/usr/lib/llvm-19/lib
 # clang-19, ld.lld-19, llvm-ar-19, ... (setup-host.sh --sanitize installs them).
 VAMR_LLVM=-19
 
+# The major version of the LLVM rustc is built on (22 for rustc 1.95). The
+# benchmark kernel is built with LLVM=-<that version> (build-kernel.sh
+# --bench; setup-host.sh --bench installs clang, lld and llvm of it):
+# CONFIG_RUST_INLINE_HELPERS needs clang and rustc on one LLVM.
+rustc_llvm_major() {
+	rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p'
+}
+
 # The LLVM= setting a kernel tree was built with, as make arguments: none for
-# the test kernel, "LLVM=-19" for the sanitizer kernel (it records it in
-# .vamr-llvm). Modules must be built with the kernel's toolchain.
+# the test kernel, "LLVM=-19" for the sanitizer kernel, "LLVM=-<rustc's LLVM>"
+# for the benchmark kernel (each records it in .vamr-llvm). Modules must be
+# built with the kernel's toolchain.
 kbuild_llvm_args() {
 	if [ -f "$1/.vamr-llvm" ]; then
 		echo "LLVM=$(cat "$1/.vamr-llvm")"

@@ -25,7 +25,10 @@
 #   the LLVM toolchain of the sanitizer kernel (scripts/test.sh --sanitize);
 #   without it nothing of that is installed or checked.
 # - Only with --bench: linux-perf (the perf binary scripts/bench.sh puts in
-#   the guest to profile rxe).
+#   the guest to profile rxe), and clang, lld, llvm and libclang of the LLVM
+#   version rustc is built on (clang-22 ... for rustc 1.95; from bookworm's
+#   security suite here): the benchmark kernel is built with them, so that
+#   CONFIG_RUST_INLINE_HELPERS can inline the kernel's C helpers into Rust.
 #
 # The mirror URI is read from the machine's own apt sources.
 #
@@ -156,6 +159,25 @@ install_perf() {
 	[ -x /usr/bin/perf ] || die "/usr/bin/perf missing after installing linux-perf"
 }
 
+# The benchmark kernel's toolchain (build-kernel.sh --bench): LLVM=-<M> with M
+# rustc's LLVM major version, and libclang-<M> for its bindgen.
+install_bench_llvm() {
+	local m pkgs missing=() p
+	m=$(rustc_llvm_major)
+	[ -n "$m" ] || die "cannot read rustc's LLVM version (rustc -vV)"
+	pkgs=("clang-$m" "lld-$m" "llvm-$m" "libclang-$m-dev")
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing the benchmark kernel's toolchain (LLVM $m, rustc's): ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
+			die "apt-get install ${missing[*]} failed: the benchmark kernel needs clang of rustc's LLVM $m"
+	fi
+	command -v "clang-$m" >/dev/null && command -v "ld.lld-$m" >/dev/null ||
+		die "clang-$m / ld.lld-$m not on PATH after installing ${pkgs[*]}"
+}
+
 install_rust_bits() {
 	command -v rustup >/dev/null || die "rustup is not on PATH (need the rustup toolchain)"
 	if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
@@ -209,5 +231,8 @@ if [ "$bench" = 1 ]; then
 	install_perf
 fi
 install_rust_bits
+if [ "$bench" = 1 ]; then
+	install_bench_llvm
+fi
 fetch_kernel_source
 log "host set-up complete"

@@ -187,32 +187,46 @@ impl Drop for PinnedPage {
     }
 }
 
-/// Pages unpinned per `unpin_user_pages_dirty_lock()` call by [`unpin_table`], with a
-/// rescheduling point between two calls (as `ib_umem_release()` has every 4096 entries).
+/// Slots [`unpin_table`] goes through per chunk: one `unpin_user_pages_dirty_lock()` call
+/// per chunk for its scattered pins, and a rescheduling point between two chunks (as
+/// `ib_umem_release()` has every 4096 entries).
 const UNPIN_CHUNK: usize = 4096;
+
+/// The shortest run of consecutive page frames that [`unpin_table`] releases with a call of
+/// its own (`unpin_user_page_range_dirty_lock()`); the pins of shorter runs are compacted.
+const RANGE_MIN: usize = 16;
+
+/// The size of a `struct page` in bytes: the distance between the `struct page`s of two
+/// consecutive page frames (the kernel's `page + 1`). A multiple of the tag bits' span, so
+/// adding it to a tagged pointer keeps the tags.
+const PAGE_STRUCT: usize = core::mem::size_of::<bindings::page>();
+const _: () = assert!(PAGE_STRUCT % (TAG_MASK + 1) == 0);
 
 /// Unpins every pin of a pin table being torn down: `len` slots at `slots`, `None` for an
 /// absent page; returns the number of pins released. Pages pinned for writing are dirtied.
 ///
-/// Works in place, so that a page costs vamr one load and one store besides the kernel's own
-/// unpin (the loop it replaced, which sorted each pin into one of two 64-entry arrays on the
-/// stack, took 12% of a 1 GiB VA MR's deregistration in a perf profile): each run of up to
-/// [`UNPIN_CHUNK`] slots is compacted to its start as untagged page pointers of the pins taken
-/// for writing, which one `unpin_user_pages_dirty_lock(.., true)` call releases; read pins
-/// (rare: read prefetch, on-demand reads, read-only regions) go through a 64-entry array on the
-/// stack. Outside invalidations only: may sleep on folio locks and reschedules, so no lock may
-/// be held.
+/// Goes through the table in chunks of [`UNPIN_CHUNK`] slots, reading each slot once or
+/// twice. A pin taken for writing (the common case) that starts a run of at least
+/// [`RANGE_MIN`] consecutive page frames, with the same tags, is released with the whole run
+/// by one `unpin_user_page_range_dirty_lock(.., true)` call, as `ib_umem_release()` releases
+/// a scatterlist entry; the slot [`RANGE_MIN`] - 1 on is looked at first, so a page that
+/// starts no such run costs one more load. The other write pins are compacted in place, as
+/// untagged page pointers, to the start of the chunk, and one
+/// `unpin_user_pages_dirty_lock(.., true)` call releases them. Read pins (rare: read
+/// prefetch, on-demand reads, read-only regions) go through a 64-entry array on the stack.
+/// Outside invalidations only: may sleep on folio locks and reschedules, so no lock may be
+/// held.
 ///
-/// One call per chunk, not one per run of consecutive page frames as `ib_umem_release()`
-/// makes per scatterlist entry: a call costs about as much as unpinning a page, and freshly
-/// faulted anonymous memory often comes in runs of one or two pages. Measured on 2026-12-05
-/// (bench kernel, `vamr_regloop` over 1 MiB in 6-8 processes of one guest, two ways
-/// alternated call by call over the same pages, `ktime_get()` around this function and
-/// around rdma_rxe's `ib_umem_release()` of a normal MR over those pages, not in the tree):
-/// this way 21.0-23.2 µs in every process; by runs 21.3-22.2 µs where the pages were mostly
-/// contiguous but 23.9-30.4 µs where they were not; a mix (runs of 16 pages or more by their
-/// own call) 0.5-1 µs faster where contiguous but 1.3-3.3 µs slower where not; the normal
-/// MR's whole `ib_umem_release()` 19.6-22.9 µs where contiguous, 30.5-32.8 µs where not.
+/// Why both: a call costs about as much as unpinning a page and freshly faulted anonymous
+/// memory often comes in runs of one or two pages, where one call per run (as
+/// `ib_umem_release()` makes) costs most; where the pages are contiguous, the stores of the
+/// compaction cost most. Measured on 2026-12-05 (benchmark kernel, `vamr_regloop normal,va
+/// 1024 3900` in eight processes of one guest, the ways alternated call by call over the
+/// same pages, `ktime_get()` around this function and around rdma_rxe's
+/// `ib_umem_release()` of a normal MR over those pages, not in the tree), µs per 1 MiB,
+/// mostly contiguous pages / scattered pages: this way 13.4-14.3 / 16.2-21.8; all compacted
+/// 15.2-15.9 / 15.2-20.1; one call per run 14.7-17.2 / 28.8-29.9; the normal MR's whole
+/// `ib_umem_release()` 13.0-13.9 / 24.5-30.0.
 ///
 /// # Safety
 ///
@@ -230,21 +244,42 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
     let mut done = 0;
     while done < len {
         let n = (len - done).min(UNPIN_CHUNK);
-        // SAFETY: `done + n <= len`: both pointers are within (or one past) the slots.
-        let (chunk, end) = unsafe { (base.add(done), base.add(done + n)) };
+        // SAFETY: `done + n <= len`: both pointers are within (or one past) the slots;
+        // `peek_end` is at most `n` slots before `end`, so not below `chunk`.
+        let (chunk, end, peek_end) = unsafe {
+            let end = base.add(done + n);
+            (base.add(done), end, end.sub(n.min(RANGE_MIN - 1)))
+        };
         let (mut src, mut dst) = (chunk, chunk);
         while src != end {
-            // SAFETY: `src` is in `[chunk, end)`, an initialized slot not read before.
+            // SAFETY: `src` is in `[chunk, end)`, an initialized slot whose pin is still there
+            // (`dst` is not ahead of `src`, so the compaction only wrote slots behind it).
             let tagged = unsafe { src.read() };
-            // SAFETY: `src < end`, so the result is at most one past the chunk.
-            src = unsafe { src.add(1) };
             if tagged as usize & TAG_DIRTY != 0 {
-                // The pin's page pointer, as in `PinnedPage::as_ptr`; the pin now belongs to
-                // the compacted run. `dst` is behind `src`, so this overwrites a slot already
-                // read (the pin's own or an earlier one).
+                // The pin's page pointer, as in `PinnedPage::as_ptr`.
                 let page = tagged.wrapping_byte_sub(tagged as usize & TAG_MASK);
-                // SAFETY: `chunk <= dst < src <= end`: within the slots; each store advances
-                // `dst` by one after a load advanced `src` by one.
+                let last = (tagged as usize).wrapping_add((RANGE_MIN - 1) * PAGE_STRUCT);
+                // SAFETY: below `peek_end`, `src + RANGE_MIN - 1` is a slot of the chunk, not
+                // written yet (it is ahead of `src`); only compared.
+                if src < peek_end && unsafe { src.add(RANGE_MIN - 1).read() } as usize == last {
+                    // SAFETY: `src < end`, the slots from `src` to `end` are unread or only
+                    // compared, so `run_end` reads initialized slots.
+                    let next = unsafe { run_end(src, end, tagged as usize) };
+                    // SAFETY: both derived from `chunk`, `src < next <= end`.
+                    let run = unsafe { next.offset_from(src) } as usize;
+                    if run >= RANGE_MIN {
+                        // SAFETY: slots `src..next` hold one write pin each of `page`,
+                        // `page + 1`, ... (given up to this call), released exactly once,
+                        // here; the loop goes on after them and never reads them again.
+                        unsafe { bindings::unpin_user_page_range_dirty_lock(page, run, true) };
+                        count += run;
+                        src = next;
+                        continue;
+                    }
+                }
+                // The pin now belongs to the compacted pointers. `dst` is not ahead of `src`,
+                // so this overwrites this slot or one already read.
+                // SAFETY: `chunk <= dst <= src < end`: within the slots.
                 unsafe {
                     dst.write(page);
                     dst = dst.add(1);
@@ -253,12 +288,14 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
                 // SAFETY: `tagged` is a pin given up to this call (see above), not used again.
                 count += unsafe { clean.get_or_insert_with(CleanBatch::new).push(tagged) };
             }
+            // SAFETY: `src < end`, so the result is at most `end`.
+            src = unsafe { src.add(1) };
         }
         // SAFETY: `dst` was derived from `chunk` and is not below it.
         let dirty = unsafe { dst.offset_from(chunk) } as usize;
         if dirty > 0 {
             // SAFETY: `[chunk, dst)` holds one untagged page pointer per pin taken for writing
-            // (written above), each released exactly once, here.
+            // outside the long runs (written above), each released exactly once, here.
             unsafe { bindings::unpin_user_pages_dirty_lock(chunk, dirty, true) };
             count += dirty;
         }
@@ -269,6 +306,32 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
         }
     }
     count + clean.map_or(0, |mut c| c.flush())
+}
+
+/// The end of the run of page frames that slot `src` (holding the tagged pointer `tagged`)
+/// starts: the first slot after it, at most `end`, that does not hold `tagged +
+/// PAGE_STRUCT`, `tagged + 2 * PAGE_STRUCT`, ... in turn (the same tags, the next frame's
+/// `struct page`).
+///
+/// # Safety
+///
+/// `src < end`, both in one allocation, and the slots in `(src, end)` are initialized (only
+/// read).
+unsafe fn run_end(
+    src: *mut *mut bindings::page,
+    end: *mut *mut bindings::page,
+    tagged: usize,
+) -> *mut *mut bindings::page {
+    // SAFETY: `src < end` (the contract).
+    let mut next = unsafe { src.add(1) };
+    let mut want = tagged.wrapping_add(PAGE_STRUCT);
+    // SAFETY: `next < end`: an initialized slot (the contract).
+    while next != end && unsafe { next.read() } as usize == want {
+        // SAFETY: `next < end`, so the result is at most `end`.
+        next = unsafe { next.add(1) };
+        want = want.wrapping_add(PAGE_STRUCT);
+    }
+    next
 }
 
 /// The read pins of [`unpin_table`], unpinned (not dirtied) 64 at a time.
