@@ -1031,6 +1031,136 @@ TEST_F(region, teardown_small_table_dirties_write_pins)
 	munmap(a, 3 * PAGE);
 }
 
+/* Region page indexes of teardown_unpins_every_run_layout replaced by fresh pages. */
+static const size_t layout_repl[] = { 100, 200, 215, 300, 317, 334, 400, 416, 4070 };
+#define LAYOUT_OFF 32		/* the region starts this many pages into a huge page */
+#define LAYOUT_R0 500		/* then LAYOUT_NR fresh pages in a row from here */
+#define LAYOUT_NR 31
+
+/*
+ * Whether pages [from, from + count) of that region read through handle h
+ * (into buf) hold what the CPU wrote: the huge pages' pattern (seed 60, offset
+ * from the huge page's start), or the fresh pages' (seed 61).
+ */
+static int layout_pages_right(int fd, uint32_t h, uint8_t *a, uint8_t *buf, size_t from,
+			      size_t count)
+{
+	size_t k, q;
+
+	if (vamr_read(fd, h, a + from * PAGE, buf, count * PAGE))
+		return 0;
+	for (k = 0; k < count; k++) {
+		size_t p = from + k;
+		int fresh = p >= LAYOUT_R0 && p < LAYOUT_R0 + LAYOUT_NR;
+
+		for (q = 0; q < sizeof(layout_repl) / sizeof(layout_repl[0]); q++)
+			fresh |= layout_repl[q] == p;
+		if (pattern_check(buf + k * PAGE, PAGE, fresh ? 61 : 60,
+				  fresh ? p * PAGE : (p + LAYOUT_OFF) * PAGE) != PATTERN_OK)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Teardown releases each pin exactly once whatever runs of consecutive page
+ * frames the pins form (unpin_table() in src/pin.rs releases a run of 16 or
+ * more frames with one call and compacts the others): a region of 4160 pages
+ * over THP-backed memory (runs of up to 512 frames) that starts 32 pages into
+ * a huge page, so that the 4096-slot chunk boundary cuts a run of 25 frames,
+ * with single pages replaced by fresh ones (new frames) so that runs of exactly
+ * 15, 16 and 17 frames, a run of 14 whose slot 15 on still continues it (the
+ * replaced page sits in between), 31 replaced pages in a row and a hole (an
+ * absent slot) appear. The machine's count of FOLL_PIN references not yet
+ * released is back where it was after teardown, and every page's bytes were
+ * right through the region before it.
+ */
+TEST_F(region, teardown_unpins_every_run_layout)
+{
+	const size_t huge = 2ul << 20, n = 4160, hole = 600;
+	/* Whole huge pages under the region: 9 of them, from base. */
+	const size_t span = 9 * huge;
+	size_t len = n * PAGE, maplen = span + huge, i, k, runs16 = 0, short_runs = 0, run;
+	long long before, during, after;
+	uint8_t *raw = map_anon(maplen), *base, *a;
+	uint64_t *pfn;
+	struct vamr_stats st;
+	uint32_t h;
+	int pm, kf, c201, c301, c4071;
+
+	ASSERT_NE(NULL, raw);
+	base = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(huge - 1));
+	a = base + LAYOUT_OFF * PAGE;
+	if (madvise(base, span, MADV_HUGEPAGE)) {
+		munmap(raw, maplen);
+		SKIP(return, "MADV_HUGEPAGE: %s (no THP in this kernel)", strerror(errno));
+	}
+	pattern_fill(base, span, 60, 0);
+	if (anon_huge_kb(a) < 2048) {
+		munmap(raw, maplen);
+		SKIP(return, "no huge page under the range (AnonHugePages %ld kB)", anon_huge_kb(a));
+	}
+	for (k = 0; k < sizeof(layout_repl) / sizeof(layout_repl[0]); k++) {
+		ASSERT_EQ(0, remap_fixed(a + layout_repl[k] * PAGE, PAGE));
+		pattern_fill(a + layout_repl[k] * PAGE, PAGE, 61, layout_repl[k] * PAGE);
+	}
+	ASSERT_EQ(0, remap_fixed(a + LAYOUT_R0 * PAGE, LAYOUT_NR * PAGE));
+	pattern_fill(a + LAYOUT_R0 * PAGE, LAYOUT_NR * PAGE, 61, LAYOUT_R0 * PAGE);
+	ASSERT_EQ(0, munmap(a + hole * PAGE, PAGE));
+	if (pin_probes_open(&pm, &kf, &before, a)) {
+		munmap(raw, maplen);
+		SKIP(return, "vm.stat_refresh, pagemap PFNs or kpageflags not usable (not root?)");
+	}
+	/* The runs the table will hold: PFN i continuing PFN i - 1, cut at each chunk. */
+	pfn = calloc(n, sizeof(*pfn));
+	ASSERT_NE(NULL, pfn);
+	for (i = 0; i < n; i++)
+		pfn[i] = page_pfn(pm, a + i * PAGE);
+	for (i = 0; i < n; i += run) {
+		for (run = 1; i + run < n && i + run != 4096 && pfn[i] &&
+			      pfn[i + run] == pfn[i] + run; run++)
+			;
+		if (!pfn[i])
+			continue;
+		if (run >= 16)
+			runs16++;
+		else
+			short_runs++;
+	}
+	c201 = pfn[201] + 15 == pfn[216];
+	c301 = pfn[301] + 15 == pfn[316];
+	c4071 = pfn[4071] + 25 == pfn[4096];
+	free(pfn);
+	if (!runs16 || !c201 || !c301 || !c4071) {
+		close(pm);
+		close(kf);
+		munmap(raw, maplen);
+		SKIP(return, "the huge pages are not where the layout needs them (%zu runs of 16+; "
+			     "201-216 %d, 301-316 %d, 4071-4096 %d)", runs16, c201, c301, c4071);
+	}
+	TH_LOG("%zu runs of 16+ frames, %zu shorter", runs16, short_runs);
+
+	ASSERT_EQ(0, vamr_register(self->fd, a, len, RW, 0, &h));
+	ASSERT_EQ(0, vamr_stats(self->fd, h, &st));
+	EXPECT_EQ(n - 1, st.counters.pages_pinned);
+	during = pins_outstanding();
+	EXPECT_EQ(before + (long long)(n - 1), during);
+	/* Registration may have migrated pages (a movable zone); the bytes stay. */
+	EXPECT_EQ(-EFAULT, vamr_read(self->fd, h, a + hole * PAGE, self->buf, 8));
+	ASSERT_TRUE(layout_pages_right(self->fd, h, a, self->buf, 0, hole));
+	for (i = hole + 1; i < n; i += k) {
+		k = n - i < 512 ? n - i : 512;
+		ASSERT_TRUE(layout_pages_right(self->fd, h, a, self->buf, i, k)) TH_LOG("pages %zu+", i);
+	}
+
+	ASSERT_EQ(0, vamr_unregister(self->fd, h));
+	after = pins_outstanding();
+	EXPECT_EQ(before, after) TH_LOG("%lld pins left after teardown", after - before);
+	close(pm);
+	close(kf);
+	munmap(raw, maplen);
+}
+
 /* Another mm (a forked child holding the fd) cannot use or remove the parent's regions. */
 TEST_F(region, other_mm_gets_eperm)
 {
