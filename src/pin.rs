@@ -268,9 +268,9 @@ pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> 
                     // SAFETY: both derived from `chunk`, `src < next <= end`.
                     let run = unsafe { next.offset_from(src) } as usize;
                     if run >= RANGE_MIN {
-                        // SAFETY: slots `src..next` hold one write pin each of `page`,
-                        // `page + 1`, ... (given up to this call), released exactly once,
-                        // here; the loop goes on after them and never reads them again.
+                        // The loop goes on after slots `src..next` and never reads them again.
+                        // SAFETY: they hold one write pin each of `page`, `page + 1`, ...
+                        // (given up to this call), released exactly once, here.
                         unsafe { bindings::unpin_user_page_range_dirty_lock(page, run, true) };
                         count += run;
                         src = next;
