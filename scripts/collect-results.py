@@ -124,6 +124,29 @@ TAP_LINE = re.compile(r"^\s*(not ok|ok)\s+(\d+)\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(.*
 TAP_PLAN = re.compile(r"^(\s*)1\.\.(\d+)\b")
 
 
+# A frame of a stack dump: "[ time]  func+0x1a/0x40 [module]" (also "? func", "<TASK>").
+TRACE_FRAME = re.compile(r"^\[\s*\d+\.\d+\]\s+(\? )?([\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+|<\w+>|</\w+>)")
+# How many lines of the first report's stack are printed (CI shows only the summary).
+TRACE_LINES = 24
+
+
+def first_trace(lines, start):
+    """The RIP line and the frames of the stack dump that follows the problem at
+    lines[start]: printed with the summary, so that a run whose logs stay on
+    the machine that ran it (CI) still says where the kernel was."""
+    out = []
+    for line in lines[start + 1:start + 60]:
+        if "RIP: " in line and not out:
+            out.append(line.strip())
+        elif TRACE_FRAME.search(line):
+            out.append(line.strip())
+            if "</TASK>" in line or len(out) >= TRACE_LINES:
+                break
+        elif out and len(out) > 1:
+            break
+    return out
+
+
 def selftest_programs():
     """TEST_GEN_PROGS of tests/selftests/Makefile: the programs the image runs."""
     text = open(os.path.join(TOP, "tests/selftests/Makefile")).read().replace("\\\n", " ")
@@ -499,10 +522,14 @@ def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
         except FileNotFoundError:
             console = ""
         n = 0
-        for line in console.splitlines():
+        clines = console.splitlines()
+        for i, line in enumerate(clines):
             if any(re.search(pat, line) for pat in patterns):
                 if n < 40:
                     print(f"KERNEL  node {node}: {line.strip()}")
+                if n == 0:
+                    for t in first_trace(clines, i):
+                        print(f"TRACE   node {node}: {t}")
                 n += 1
         if n:
             broken.append(f"{n} kernel problem line(s) in node {node}'s console.log")
@@ -608,10 +635,12 @@ def main():
     patterns = KERNEL_PROBLEMS + [p for k in sanitizers for p in SANITIZER_PROBLEMS[k]]
 
     problems = []
+    trace = None
     expected_dumps = 0
     in_faultinj = False
     alloc_failure_at = None
-    for i, line in enumerate(console.splitlines()):
+    clines = console.splitlines()
+    for i, line in enumerate(clines):
         m = PHASE.search(line)
         if m:
             in_faultinj = m.group(2) == "faultinj"
@@ -626,9 +655,13 @@ def main():
         for pat in patterns:
             if re.search(pat, line):
                 problems.append(line.strip())
+                if trace is None:
+                    trace = first_trace(clines, i)
                 break
     for p in problems[:40]:
         print(f"KERNEL  {p}")
+    for t in trace or []:
+        print(f"TRACE   {t}")
     if problems:
         broken.append(f"{len(problems)} kernel problem line(s) in console.log")
     pair_results = ""
