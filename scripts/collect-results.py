@@ -126,7 +126,7 @@ TAP_PLAN = re.compile(r"^(\s*)1\.\.(\d+)\b")
 
 # A frame of a stack dump: "[ time]  func+0x1a/0x40 [module]" (also "? func", "<TASK>").
 TRACE_FRAME = re.compile(r"^\[\s*\d+\.\d+\]\s+(\? )?([\w.]+\+0x[0-9a-f]+/0x[0-9a-f]+|<\w+>|</\w+>)")
-# How many lines of the first report's stack are printed (CI shows only the summary).
+# How many frames of the first report's stack are printed (CI shows only the summary).
 TRACE_LINES = 24
 
 
@@ -135,14 +135,20 @@ def first_trace(lines, start):
     lines[start]: printed with the summary, so that a run whose logs stay on
     the machine that ran it (CI) still says where the kernel was."""
     out = []
-    for line in lines[start + 1:start + 60]:
-        if "RIP: " in line and not out:
+    frames = 0
+    for line in lines[start + 1:start + 120]:
+        if "RIP: " in line and not frames:
+            out.append(line.strip())
+        elif "irqs last " in line and not frames:
+            # Lockdep's irq event stamps: where interrupts and softirqs were last
+            # enabled and disabled (telling for a lockup).
             out.append(line.strip())
         elif TRACE_FRAME.search(line):
+            frames += 1
             out.append(line.strip())
-            if "</TASK>" in line or len(out) >= TRACE_LINES:
+            if "</TASK>" in line or frames >= TRACE_LINES:
                 break
-        elif out and len(out) > 1:
+        elif frames:
             break
     return out
 
