@@ -210,7 +210,10 @@ const _: () = assert!(PAGE_STRUCT % (TAG_MASK + 1) == 0);
 /// [`RANGE_MIN`] consecutive page frames, with the same tags, is released with the whole run
 /// by one `unpin_user_page_range_dirty_lock(.., true)` call, as `ib_umem_release()` releases
 /// a scatterlist entry; the slot [`RANGE_MIN`] - 1 on is looked at first, so a page that
-/// starts no such run costs one more load. The other write pins are compacted in place, as
+/// starts no such run costs one more load. A run is a run of `struct page` pointers
+/// `PAGE_STRUCT` apart, exactly the pages `unpin_user_page_range_dirty_lock()` walks (`start +
+/// i` in `gup_folio_range_next()`, mm/gup.c of 7.3), so what is detected is what is released
+/// whatever the memory model. The other write pins are compacted in place, as
 /// untagged page pointers, to the start of the chunk, and one
 /// `unpin_user_pages_dirty_lock(.., true)` call releases them. Read pins (rare: read
 /// prefetch, on-demand reads, read-only regions) go through a 64-entry array on the stack.
