@@ -131,9 +131,10 @@ TRACE_LINES = 24
 
 
 def first_trace(lines, start):
-    """The RIP line, lockdep's irq event stamps and the frames of the stack dump
-    that follows the problem at lines[start]: printed with the summary, so that a run whose logs stay on
-    the machine that ran it (CI) still says where the kernel was."""
+    """The RIP line, lockdep's irq event stamps and the frames of the stack
+    dump that follows the problem at lines[start]: printed with the summary, so
+    that a run whose logs stay on the machine that ran it (CI) still says where
+    the kernel was."""
     out = []
     frames = 0
     for line in lines[start + 1:start + 120]:

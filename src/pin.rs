@@ -206,9 +206,9 @@ const _: () = assert!(PAGE_STRUCT % (TAG_MASK + 1) == 0);
 /// absent page; returns the number of pins released. Pages pinned for writing are dirtied.
 ///
 /// Goes through the table in chunks of [`UNPIN_CHUNK`] slots, reading each slot once or
-/// twice in the usual layouts and at most [`RANGE_MIN`] + 1 times (when the slot
-/// [`RANGE_MIN`] - 1 ahead of each of the slots before it continues their frames but a slot
-/// in between does not, each of them scans up to that slot). A pin taken for writing (the common case) that starts a run of at least
+/// twice in the usual layouts, at most [`RANGE_MIN`] + 1 times in the worst one (a broken
+/// run that each earlier slot's look-ahead takes for a long one, so each scans up to the
+/// break). A pin taken for writing (the common case) that starts a run of at least
 /// [`RANGE_MIN`] consecutive page frames, with the same tags, is released with the whole run
 /// by one `unpin_user_page_range_dirty_lock(.., true)` call, as `ib_umem_release()` releases
 /// a scatterlist entry; the slot [`RANGE_MIN`] - 1 on is looked at first, so a page that
