@@ -226,6 +226,27 @@ extern "C" fn vamr_region_prefetch(
     }
 }
 
+/// Queues a prefetch of a range as an asynchronous `ibv_advise_mr()` advice asks; see
+/// `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_region_prefetch_async(
+    region: RawRegion,
+    addr: usize,
+    len: usize,
+    flags: u32,
+) -> i32 {
+    let how = match Prefetch::from_flags(flags) {
+        Ok(how) => how,
+        Err(e) => return e.to_errno(),
+    };
+    // SAFETY: the caller passes a live region (the header's contract).
+    let reg = unsafe { registration(region) };
+    match reg.prefetch_async(addr, len, how) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
 /// Stops every long operation on a region; see `include/linux/vamr.h`.
 #[no_mangle]
 extern "C" fn vamr_region_cancel(region: RawRegion) {

@@ -122,6 +122,8 @@ pub(crate) struct MmState {
     pending: SpinLock<List<Region>>,
     #[pin]
     work: DelayedWork<MmState>,
+    /// What the mm has outstanding of each [`Budget`] ([`Charge`]s), indexed by the budget.
+    charged: [Atomic<usize>; Budget::COUNT],
 }
 
 impl_has_delayed_work! {
@@ -223,6 +225,7 @@ impl MmSlot {
                 mm: ARef::from(mm),
                 pending <- new_spinlock!(List::new(), "vamr_mm_pending"),
                 work <- new_delayed_work!("vamr_mm_verify"),
+                charged: [const { Atomic::new(0) }; Budget::COUNT],
             }),
             GFP_KERNEL,
         )?;
@@ -269,5 +272,77 @@ impl Drop for MmSlot {
         };
         // The old idle entry's state reference goes after the lock.
         drop(removed);
+    }
+}
+
+/// Work that one address space may have outstanding at a time, each with its bound (see
+/// `Documentation/vamr.rst`, "Security"): past it, the operation that would add one more fails
+/// with [`Budget::error`] instead of queueing or waiting, so that no process can make vamr's
+/// or a driver's workqueue hold an unbounded amount of its blocked work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Budget {
+    /// Fault requests queued or running on the fault workqueue (`src/region/fault.rs`).
+    FaultRequests,
+    /// Device tasks (work items of a driver, e.g. rdma_rxe's responder) asleep waiting for a
+    /// fault request.
+    DeviceWaits,
+    /// Asynchronous prefetches (`vamr_region_prefetch_async()`) queued or running.
+    Prefetches,
+}
+
+impl Budget {
+    const COUNT: usize = 3;
+
+    /// The bound per address space.
+    pub(crate) const fn limit(self) -> usize {
+        match self {
+            Budget::FaultRequests => 16,
+            Budget::DeviceWaits => 64,
+            Budget::Prefetches => 64,
+        }
+    }
+
+    /// The error past the bound: `EBUSY` for a prefetch (advice, which the caller may give
+    /// again later), `EAGAIN` for the rest (the access fails; the driver reports it, rdma_rxe
+    /// as an access error).
+    pub(crate) const fn error(self) -> Error {
+        match self {
+            Budget::Prefetches => EBUSY,
+            Budget::FaultRequests | Budget::DeviceWaits => EAGAIN,
+        }
+    }
+}
+
+/// One unit of a [`Budget`] of an mm, given back when dropped (from any context: a work item
+/// holds it until it ends).
+///
+/// # Invariants
+///
+/// `state.charged[budget]` counts this charge until it is dropped.
+pub(crate) struct Charge {
+    state: Arc<MmState>,
+    budget: Budget,
+}
+
+impl MmState {
+    /// Takes one unit of `budget`. Errors: [`Budget::error`] when the mm has
+    /// [`Budget::limit`] outstanding already. Any context; does not sleep.
+    pub(crate) fn charge(self: &Arc<Self>, budget: Budget) -> Result<Charge> {
+        let count = &self.charged[budget as usize];
+        if count.fetch_add(1, Relaxed) >= budget.limit() {
+            count.fetch_sub(1, Relaxed);
+            return Err(budget.error());
+        }
+        // INVARIANT: counted above.
+        Ok(Charge {
+            state: self.clone(),
+            budget,
+        })
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.state.charged[self.budget as usize].fetch_sub(1, Relaxed);
     }
 }

@@ -23,7 +23,7 @@ extern "C" {
         fault: usize,
         gup_flags: u32,
         pages: *mut *mut bindings::page,
-        owner: bool,
+        may_wait: bool,
     ) -> isize;
     fn vamr_fault_in(mm: *mut bindings::mm_struct, addr: usize, write: bool) -> i32;
     fn vamr_cond_resched();
@@ -410,11 +410,12 @@ pub(crate) struct PinMode {
     pub(crate) write: bool,
     /// `FOLL_NOFAULT`: pin only pages present in the page table; never fault one in.
     pub(crate) nofault: bool,
-    /// The caller runs in the owner's process context and may wait for any fault, a
-    /// userfault included (killable). Otherwise (a device task, a work item) a page of a
-    /// userfaultfd-registered VMA that needs a fault makes the pin fail with `EBUSY` instead
-    /// of waiting (see [`crate::region`]'s fault requests).
-    pub(crate) owner: bool,
+    /// The round may wait for any fault, a userfault included (killably): registration only,
+    /// which runs in the owner's context before anything can deregister the region. Every
+    /// other round gets `EBUSY` for a page whose fault would wait (a userfault, a page lock
+    /// held by I/O, a swap-in) and has it delivered by a fault request that it waits for
+    /// cancellably (see `src/region/fault.rs`).
+    pub(crate) may_wait: bool,
 }
 
 /// Pins up to [`PIN_BATCH`] pages of `[start, start + npages * PAGE_SIZE)` of `mm`, in order,
@@ -431,14 +432,14 @@ pub(crate) struct PinMode {
 /// `FOLL_NOFAULT` (nothing faulted in at all); `FOLL_LONGTERM` is always set.
 ///
 /// GUP may drop `mmap_lock` and retry (`VM_FAULT_RETRY`), so userfaultfd MISSING, MINOR and
-/// WP faults reach their handler: an `owner` caller waits for it (killable); any other caller
-/// gets `EBUSY` for such a page instead of waiting.
+/// WP faults reach their handler: a `may_wait` caller waits for it (killable); any other
+/// caller gets `EBUSY` for any page whose fault would wait, instead of waiting.
 ///
 /// Returns the pins (at least one; in the value itself when the round is small, see [`Pins`]).
 /// Errors: when the first page fails, the error of
 /// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, the protection forbids the
-/// access, or with `nofault` the page is not present), `EBUSY` (a userfault that a non-owner
-/// caller must not wait for), `ENOMEM`, `EINTR` (fatal signal), `EHWPOISON`, ...
+/// access, or with `nofault` the page is not present), `EBUSY` (a fault that a caller without
+/// `may_wait` must not wait for), `ENOMEM`, `EINTR` (fatal signal), `EHWPOISON`, ...
 /// Context: process or work item, may sleep; takes `mmap_lock` for reading. Must not be called
 /// with a region lock held: the pin can fault and trigger invalidations of the region.
 pub(crate) fn pin_user_range(
@@ -470,7 +471,7 @@ pub(crate) fn pin_user_range(
                 fault.clamp(must.min(batch), batch),
                 flags,
                 raw,
-                mode.owner,
+                mode.may_wait,
             )
         };
         match ret {

@@ -75,8 +75,11 @@ struct RegionInner {
     faults_done: u64,
     /// A fault request of this region is queued or running (at most one at a time).
     fault_pending: bool,
-    /// The page ranges `[a, b)` that pin rounds of this region outside the owner's context
-    /// are pinning now (see `PinTurn`): no two overlap, so that two rounds never pin the same
+    /// Asynchronous prefetches of this region queued or running (see `advice.rs`), at most
+    /// `advice::PREFETCHES_PER_REGION`.
+    prefetches: usize,
+    /// The page ranges `[a, b)` that pin rounds of this region (but registration's) are
+    /// pinning now (see `PinTurn`): no two overlap, so that two rounds never pin the same
     /// pages at the same moment (their migrations out of a movable zone would fail each
     /// other). A round whose pages overlap one waits on [`Region::fault_done`]. At most one
     /// claim per such round in progress.
@@ -91,6 +94,7 @@ struct RegionInner {
     slot: Option<MmSlot>,
 }
 
+mod advice;
 mod claims;
 mod fault;
 mod fill;
@@ -464,6 +468,7 @@ impl Region {
                     dead: false,
                     faults_done: 0,
                     fault_pending: false,
+                    prefetches: 0,
                     pinning: PinClaims::new(),
                     inval_log: InvalLog::new(),
                     slot: Some(mm_slot),
@@ -527,13 +532,14 @@ impl Region {
         self.cookie
     }
 
-    /// The pin mode of registration: for writing when the region is
-    /// writable, as `ib_umem_get()` pins a writable MR.
+    /// The pin mode of registration: for writing when the region is writable, as
+    /// `ib_umem_get()` pins a writable MR; waiting for faults (killably) when it runs in the
+    /// owner's context, where nothing can deregister a region not handed out yet.
     fn registration_mode(&self) -> PinMode {
         PinMode {
             write: self.access.write,
             nofault: false,
-            owner: true,
+            may_wait: self.current_is_owner(),
         }
     }
 

@@ -244,18 +244,17 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  *
  * Pages present: the lockless fast path, as ib_umem_get() does (in one call;
  * for a work item that may fault, after a one-page look, see below):
- *  - the owner (@owner, the process's own context) calls
- *    pin_user_pages_fast() directly; when every page is needed (@must equal
- *    to @npages), with faults allowed (GUP falls back to the slow path with
- *    retry by itself);
+ *  - a caller in @mm's own context (mm == current->mm) calls
+ *    pin_user_pages_fast() directly; with faults allowed only when it may
+ *    wait (@may_wait) and every page is needed (@must equal to @npages: GUP
+ *    then falls back to the slow path with retry by itself);
  *  - a work item of a device (rdma_rxe's responder, the verify pass: a
  *    kernel thread without an mm) first adopts @mm (kthread_use_mm(), as the
  *    USB gadget's f_fs does for its user copies). When it may fault
  *    (@fault > 0), it first looks the first page up under mmap_lock
  *    (pin_user_pages_remote() of one page, FOLL_NOFAULT) and adopts @mm for
  *    the rest only when that page is present: an absent one goes straight
- *    to the fault path with the lock held (on-demand rounds 7-10% cheaper
- *    per page under TCG, in rounds over pages a remap had just replaced).
+ *    to the fault path with the lock held.
  * Both use FOLL_NOFAULT whenever some page must not be faulted in, so this
  * pass never faults.
  *
@@ -264,21 +263,24 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * (not at all with @must 0).
  * It is pin_user_pages_remote() with a 'locked' argument, so that GUP may
  * drop mmap_lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach
- * their handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing". An
- * @owner caller waits for any fault, killably. Any other caller must not
- * wait on a userfault it cannot be woken from: for a userfaultfd-registered
- * VMA it asks FOLL_NOWAIT, so such a fault ends the call with -EBUSY and is
- * delivered by vamr_fault_in() from a work item instead. Takes and releases
- * mmap_lock for reading.
+ * their handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing".
+ * Only a @may_wait caller (registration, in the owner's context: nothing can
+ * deregister what does not exist yet) waits for a fault, killably. Every other
+ * caller asks FOLL_NOWAIT in every VMA: a fault that would wait (a userfault
+ * nobody answers, a page lock held by I/O, a swap-in) ends the call with
+ * -EBUSY instead, and vamr delivers it from a work item while the access
+ * waits cancellably (vamr_fault_in()), so that deregistration can always end
+ * such a wait. Takes and releases mmap_lock for reading.
  */
 #include <linux/kthread.h>
 #include <linux/userfaultfd_k.h>
 
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
 			 unsigned long must, unsigned long fault, unsigned int gup_flags,
-			 struct page **pages, bool owner)
+			 struct page **pages, bool may_wait)
 {
-	bool kthread = !owner && (current->flags & PF_KTHREAD) && !current->mm;
+	bool own = mm == current->mm;
+	bool kthread = !own && (current->flags & PF_KTHREAD) && !current->mm;
 	struct vm_area_struct *vma;
 	int locked = 1;
 	long ret;
@@ -290,6 +292,9 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 	/* Nothing may be faulted in: present pages only. */
 	if (!fault)
 		gup_flags |= FOLL_NOFAULT;
+	/* Only registration may wait for a fault (see above). */
+	if (!may_wait)
+		gup_flags |= FOLL_NOWAIT;
 
 	if (kthread && fault) {
 		/*
@@ -311,8 +316,8 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 			if (npages == 1)
 				return 1;
 			kthread_use_mm(mm);
-			ret = pin_user_pages_fast(start + PAGE_SIZE, npages - 1, gup_flags | FOLL_NOFAULT,
-						  pages + 1);
+			ret = pin_user_pages_fast(start + PAGE_SIZE, npages - 1,
+						  (gup_flags | FOLL_NOFAULT) & ~FOLL_NOWAIT, pages + 1);
 			kthread_unuse_mm(mm);
 			return 1 + max(ret, 0L);
 		}
@@ -324,16 +329,17 @@ long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned lon
 		npages = fault;
 		goto fault_path;
 	}
-	if ((owner && mm == current->mm) || kthread) {
+	if (own || kthread) {
 		unsigned int flags = gup_flags;
 
 		/*
 		 * Faults allowed only when the whole batch is needed, as in
 		 * ib_umem_get(): lockless GUP would fault pages ahead in a
-		 * userfaultfd VMA too.
+		 * userfaultfd VMA too. pin_user_pages_fast() rejects FOLL_NOWAIT.
 		 */
-		if (!owner || must < npages)
+		if (!may_wait || must < npages)
 			flags |= FOLL_NOFAULT;
+		flags &= ~FOLL_NOWAIT;
 		if (kthread)
 			kthread_use_mm(mm);
 		ret = pin_user_pages_fast(start, npages, flags, pages);
@@ -354,8 +360,7 @@ fault_path:
 	/*
 	 * One VMA per call, so that a batch that starts in an ordinary VMA
 	 * cannot run on into a userfaultfd one; in a userfaultfd-registered
-	 * VMA, only the pages needed (no userfault for a page nobody accesses),
-	 * and without waiting for a userfault unless the owner asks.
+	 * VMA, only the pages needed (no userfault for a page nobody accesses).
 	 */
 	vma = vma_lookup(mm, start);
 	if (vma) {
@@ -367,11 +372,9 @@ fault_path:
 				return 0;
 			}
 			npages = min(npages, must);
-			if (!owner)
-				gup_flags |= FOLL_NOWAIT;
 		}
 	}
-	if (owner && mm == current->mm) {
+	if (may_wait && own) {
 		mmap_read_unlock(mm);
 		return pin_user_pages_fast(start, npages, gup_flags, pages);
 	}
@@ -524,6 +527,7 @@ EXPORT_SYMBOL_GPL(vamr_region_read);
 EXPORT_SYMBOL_GPL(vamr_region_write);
 EXPORT_SYMBOL_GPL(vamr_region_atomic);
 EXPORT_SYMBOL_GPL(vamr_region_prefetch);
+EXPORT_SYMBOL_GPL(vamr_region_prefetch_async);
 EXPORT_SYMBOL_GPL(vamr_region_cancel);
 EXPORT_SYMBOL_GPL(vamr_region_stats);
 

@@ -24,7 +24,7 @@ int vamr_snapshot(struct mmu_interval_notifier *sub, unsigned long seq, unsigned
 struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write);
 long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
 			 unsigned long must, unsigned long fault, unsigned int gup_flags,
-			 struct page **pages, bool owner);
+			 struct page **pages, bool may_wait);
 int vamr_fault_in(struct mm_struct *mm, unsigned long addr, bool write);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);

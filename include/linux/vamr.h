@@ -207,12 +207,39 @@ int vamr_region_atomic(struct vamr_region *region, unsigned long addr, u32 op, u
  * So that the next access finds them pinned. Bounded: pins in batches of at
  * most 512 pages, skips holes and VMAs whose protection refuses the access a
  * VMA at a time, and stops at the next batch after vamr_region_cancel() or a
- * fatal signal of the calling task. Sleeps.
+ * fatal signal of the calling task. A fault that would wait (a userfault, a
+ * page lock held by I/O) is delivered from vamr's fault workqueue: called by
+ * the process that owns the region, the call waits for it, interruptibly,
+ * until vamr_region_cancel() at the latest; from any other context (a work
+ * item) it does not wait and returns what was pinned. Process context or work
+ * item; sleeps; no lock held.
  * Return: pages newly pinned (>= 0); -EINVAL (range, flags), -EACCES (WRITE
  * on a read-only region), -EFAULT (nothing pinnable, not with NO_FAULT),
- * -ECANCELED, -EINTR, -ENOMEM.
+ * -ECANCELED, -EINTR (signal), -EAGAIN (the process has 16 fault requests
+ * outstanding), -ENOMEM.
  */
 long vamr_region_prefetch(struct vamr_region *region, unsigned long addr, size_t len, u32 flags);
+
+/**
+ * vamr_region_prefetch_async - queue a prefetch, as an asynchronous advice asks
+ * @region: the region.
+ * @addr: first byte, inside the registered range.
+ * @len: bytes, > 0.
+ * @flags: VAMR_PREFETCH_*, as for vamr_region_prefetch().
+ *
+ * For ibv_advise_mr() without IB_UVERBS_ADVISE_MR_FLAG_FLUSH: checks the
+ * range and the access now, then runs vamr_region_prefetch() from a work item
+ * on vamr's own workqueue (which never waits on user space: a fault that
+ * would wait is requested and the advice ends there) and returns at once.
+ * The work holds the region's memory, not its registration:
+ * vamr_region_destroy() does not wait for it. Bounded: at most 4 queued per
+ * region and 64 per process. Process context; may sleep (allocates).
+ * Return: 0 (queued); -EINVAL (range, flags), -EACCES (WRITE on a read-only
+ * region), -EBUSY (the region or the process has its bound queued),
+ * -ECANCELED, -EFAULT (region dead), -ENOMEM.
+ */
+int vamr_region_prefetch_async(struct vamr_region *region, unsigned long addr, size_t len,
+			       u32 flags);
 
 /**
  * vamr_region_cancel - stop every long operation on a region

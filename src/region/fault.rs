@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Fault requests: a userfault needed by an access that must not wait on it itself (a device
-//! task, which nothing could wake if the process never answers) is delivered from the module's
-//! workqueue, while the access waits, cancellably (see `Documentation/vamr.rst`, "Pinning").
+//! Fault requests: a fault that a pin round must not wait for itself (every round but
+//! registration's: a userfault nobody answers, a page lock held by I/O, a swap-in) is delivered
+//! from the module's fault workqueue, while the access waits for it cancellably, so that
+//! deregistration always ends the wait (see `Documentation/vamr.rst`, "Pinning").
 
 use super::{Region, RegionInner};
+use crate::mm_state::{Budget, Charge, MmState};
 use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -12,14 +14,16 @@ use kernel::sync::atomic::{Acquire, Full, Relaxed};
 use kernel::sync::{Arc, ArcBorrow, MutexGuard};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
-/// A fault delivered from the module's workqueue on behalf of an access that must not wait
-/// on a userfault itself (see [`Region::wait_for_fault`]).
+/// A fault delivered from the module's fault workqueue on behalf of an access that must not
+/// wait for it itself (see [`Region::wait_for_fault`]).
 #[pin_data]
 struct FaultRequest {
     region: Arc<Region>,
     /// The page to fault in (page aligned).
     va: usize,
     write: bool,
+    /// The request's unit of the mm's [`Budget::FaultRequests`], given back when it ends.
+    _charge: Charge,
     #[pin]
     work: Work<FaultRequest>,
 }
@@ -31,9 +35,10 @@ impl_has_work! {
 impl WorkItem for FaultRequest {
     type Pointer = Pin<KBox<FaultRequest>>;
 
-    /// Faults the page in, waiting for the userfaultfd handler if needed (or until the
-    /// process closes its userfaultfd), then wakes the waiting access. Holds the region (not
-    /// its registration) and, while faulting, a user reference on the mm.
+    /// Faults the page in, waiting for the userfaultfd handler or the I/O if needed (or until
+    /// the process closes its userfaultfd), then wakes the waiting accesses. Holds the region
+    /// (not its registration: teardown does not wait for it) and, while faulting, a user
+    /// reference on the mm.
     fn run(this: Pin<KBox<FaultRequest>>) {
         let region = &this.region;
         if !region.cancelled.load(Acquire) {
@@ -51,62 +56,92 @@ impl WorkItem for FaultRequest {
 
 impl Region {
     /// Whether current runs in the region's address space (the owner's process context, where
-    /// waiting for a fault, a userfault included, is killable and safe).
+    /// a wait is interruptible by the process's own signals).
     pub(super) fn current_is_owner(&self) -> bool {
         matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm().as_raw()))
     }
 
-    /// Delivers the fault at page `idx` (for writing when `write`) from a work item and waits
-    /// until it was handled, for an access that must not wait on a userfault itself (a device
-    /// task: nothing could wake it if the process never answers). A region has at most one
-    /// request outstanding: an access that finds one waits for it, then pins again (and asks
-    /// for its own page if it is still missing). So the requests waiting for a handler are at
-    /// most one per region, on a queue of their own that holds up nothing else.
+    /// The state shared by the regions of the mm. Errors: `EFAULT` once the region is dead.
+    pub(super) fn mm_state(&self) -> Result<Arc<MmState>> {
+        let inner = self.pages.lock();
+        match &inner.slot {
+            Some(slot) if !inner.dead => Ok(slot.state().clone()),
+            _ => Err(EFAULT),
+        }
+    }
+
+    /// Has the fault at page `idx` (for writing when `write`) delivered from a work item
+    /// unless a request of the region is outstanding already (one per region at a time), and
+    /// returns the ticket to wait for ([`RegionInner::faults_done`] moves past it when the
+    /// outstanding request ends). Does not wait.
     ///
-    /// The wait ends when the request finished (success or not: the caller pins again), or
-    /// with `ECANCELED` when the region is cancelled (deregistration), `EFAULT` when it is dead,
-    /// `EINTR` when the caller has a signal pending (a process; device tasks get none). The
-    /// request holds a reference to the region and the mm; if the handler never answers it
-    /// ends when the process closes its userfaultfd (at exit at the latest). Sleeps
-    /// interruptibly.
-    pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
+    /// Errors: `EAGAIN` when the mm has [`Budget::FaultRequests`]'s bound of requests
+    /// outstanding; `EFAULT` once the region is dead; `ENOMEM`. Sleeps (allocates).
+    pub(super) fn request_fault(&self, idx: usize, write: bool) -> Result<u64> {
         let va = self.start + idx * PAGE_SIZE;
-        let (ticket, ask) = {
+        let state = self.mm_state()?;
+        let ticket = {
             let mut inner = self.pages.lock();
-            let ask = !inner.fault_pending;
+            if inner.fault_pending {
+                return Ok(inner.faults_done);
+            }
             inner.fault_pending = true;
-            (inner.faults_done, ask)
+            inner.faults_done
         };
-        if ask {
-            // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference
-            // to the registration (it is accessing the region), so the count is not zero.
-            let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
-            let request = KBox::pin_init(
+        // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference
+        // to the region (it is accessing it), so the count is not zero.
+        let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
+        let request = state.charge(Budget::FaultRequests).and_then(|charge| {
+            KBox::pin_init(
                 pin_init!(FaultRequest {
                     region,
                     va,
                     write,
+                    _charge: charge,
                     work <- new_work!("vamr_fault_request"),
                 }),
-                GFP_KERNEL,
-            );
-            let request = match request {
-                Ok(request) => request,
-                Err(e) => {
-                    // Counted as finished: accesses that joined this request meanwhile
-                    // wait for `faults_done` to move, and pin again (asking themselves).
-                    let mut inner = self.pages.lock();
-                    inner.fault_pending = false;
-                    inner.faults_done += 1;
-                    self.fault_done.notify_all();
-                    return Err(e);
-                }
-            };
-            // A fresh box is never queued already: enqueueing it cannot fail.
-            crate::fault_workqueue_get().enqueue(request);
-            self.stats.add(Kind::FaultRequests, 1);
-            crate::trace::fault_request(self.start, va, write);
-        }
+                GFP_KERNEL_ACCOUNT,
+            )
+        });
+        let request = match request {
+            Ok(request) => request,
+            Err(e) => {
+                // Counted as finished: accesses that joined this request meanwhile wait for
+                // `faults_done` to move, and pin again (asking themselves).
+                let mut inner = self.pages.lock();
+                inner.fault_pending = false;
+                inner.faults_done += 1;
+                self.fault_done.notify_all();
+                return Err(e);
+            }
+        };
+        // A fresh box is never queued already: enqueueing it cannot fail.
+        crate::fault_workqueue_get().enqueue(request);
+        self.stats.add(Kind::FaultRequests, 1);
+        crate::trace::fault_request(self.start, va, write);
+        Ok(ticket)
+    }
+
+    /// Delivers the fault at page `idx` (for writing when `write`) from a work item
+    /// ([`Region::request_fault`]) and waits until it was handled. An access that finds a
+    /// request outstanding waits for it, then pins again (and asks for its own page if it is
+    /// still missing).
+    ///
+    /// The wait ends when the request finished (success or not: the caller pins again), or
+    /// with `ECANCELED` when the region is cancelled (deregistration), `EFAULT` when it is
+    /// dead, `EINTR` when the caller has a signal pending (a process; device tasks get none).
+    /// A device task (the caller is not the owner process) counts against the mm's
+    /// [`Budget::DeviceWaits`] while it waits: past that bound, `EAGAIN` at once. Other
+    /// errors: as [`Region::request_fault`]. If the handler never answers, the request ends
+    /// when the process closes its userfaultfd (at exit at the latest); the wait ends at
+    /// cancellation in any case. Sleeps interruptibly.
+    pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
+        let _waiting = if self.current_is_owner() {
+            None
+        } else {
+            Some(self.mm_state()?.charge(Budget::DeviceWaits)?)
+        };
+        let ticket = self.request_fault(idx, write)?;
         let mut inner = self.pages.lock();
         self.wait_fault_done(&mut inner, |inner| inner.faults_done != ticket)
     }
@@ -127,11 +162,12 @@ impl Region {
             if ready(inner) {
                 break Ok(());
             }
-            if inner.dead {
-                break Err(EFAULT);
-            }
+            // Cancelled first: teardown after a deregistration sets both.
             if self.cancelled.load(Acquire) {
                 break Err(ECANCELED);
+            }
+            if inner.dead {
+                break Err(EFAULT);
             }
             if self.fault_done.wait_interruptible(inner) {
                 break Err(EINTR);

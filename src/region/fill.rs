@@ -42,10 +42,9 @@ pub(super) const REPIN_ATTEMPTS: u32 = 16;
 /// which sleeps), and two such rounds can keep failing each other's migrations. Within a
 /// region that was vamr's own doing (an access and the verify pass, or two accesses, pinning
 /// the same fresh pages; seen on the movable node of the two-node tests as an access error,
-/// hence a QP error, in a third of the runs), so the region's pin rounds outside the owner's
-/// context never pin the same pages at once ([`PinTurn`]). What is left for these tries: the
-/// owner's own rounds (which may wait on a userfault, so they claim nothing) against the
-/// others, other regions' rounds and other pinners (normal MRs over the same pages fail as
+/// hence a QP error, in a third of the runs), so the region's pin rounds never pin the same
+/// pages at once ([`PinTurn`]). What is left for these tries: registration's round (which
+/// claims nothing) against the verify pass, other regions' rounds and other pinners (normal MRs over the same pages fail as
 /// often among themselves: see `rdma_movable`'s controls). A page held for longer (a pipe
 /// buffer after `vmsplice`) fails every try: each takes `migrate_pages()`' own retries
 /// (10-50 ms under TCG for one page).
@@ -191,13 +190,12 @@ impl Region {
             };
             idx = gap;
             let mut failed_migrations = 0;
-            // The region's rounds outside the owner's context never pin the same pages at
-            // once (see `PinTurn`): the batch is cut where another round's claim starts, and
-            // waits only when its first page is claimed; an access's window past its own
-            // pages does not wait at all (it ends there). The owner's rounds claim nothing;
-            // registration's is one of them (a verify pass meanwhile pins only slots it
-            // already committed).
-            let _turn = if register || mode.owner {
+            // The region's rounds never pin the same pages at once (see `PinTurn`): the batch
+            // is cut where another round's claim starts, and waits only when its first page
+            // is claimed; an access's window past its own pages does not wait at all (it ends
+            // there). Registration's round claims nothing (a verify pass meanwhile pins only
+            // slots it already committed).
+            let _turn = if register {
                 None
             } else {
                 let window = matches!(cause, PinCause::Access { until, .. } if gap >= until);
@@ -432,8 +430,10 @@ impl Region {
     ///
     /// Errors: as [`Region::copy_bounced`]'s range checks; `EACCES` for a write prefetch of a
     /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned as
-    /// asked afterwards (nothing mapped, or the protection refuses the access); `ECANCELED`, `EINTR`, `ENOMEM`. Sleeps;
-    /// bounded as [`Region::fill`].
+    /// asked afterwards (nothing mapped, or the protection refuses the access); `ECANCELED`,
+    /// `EINTR`, `ENOMEM`; `EAGAIN` from [`Region::request_fault`]. A fault that would wait is
+    /// delivered by a fault request: the owner waits for it (cancellably), a work item does not
+    /// (it ends there). Sleeps; bounded as [`Region::fill`].
     pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> Result<usize> {
         if how.write && !self.access.write {
             return Err(EACCES);
@@ -444,7 +444,7 @@ impl Region {
         let mode = PinMode {
             write: how.write,
             nofault: how.nofault,
-            owner: self.current_is_owner(),
+            may_wait: false,
         };
         let mut pinned = 0;
         loop {
@@ -454,11 +454,19 @@ impl Region {
                     break;
                 }
                 Err(EFAULT) => break,
-                // A userfault this context must not wait for (a device task's asynchronous
-                // advice): deliver it from a fault request, then go on. Each round resolves
-                // one fault or ends (cancellation, a signal, the region's death).
+                // A fault that would wait (a userfault, I/O): a fault request delivers it. The
+                // owner (a synchronous advice, `/dev/vamr` PREFETCH) waits for it, cancellably,
+                // and goes on: each round resolves one fault or ends (cancellation, a signal,
+                // the region's death). A work item (asynchronous advice) does not wait: the
+                // request is its advice for that page, and it ends there.
                 Err(EBUSY) => match self.next_gap(a, b, mode)? {
-                    Some((i, _)) => self.wait_for_fault(i, mode.write)?,
+                    Some((i, _)) if self.current_is_owner() => {
+                        self.wait_for_fault(i, mode.write)?
+                    }
+                    Some((i, _)) => {
+                        self.request_fault(i, mode.write)?;
+                        break;
+                    }
                     None => break,
                 },
                 Err(e) => return Err(e),
@@ -485,11 +493,10 @@ impl Region {
     }
 }
 
-/// A pin round's claim on pages `[.1, .2)` of a region (`RegionInner::pinning`): taken by a
-/// pin round outside the owner's context (an access from a device's work item, the verify
-/// pass, a prefetch work item) for one batch, from before its GUP call to its commit (with
-/// its retries), so that two such rounds of one region never pin the same pages at the same
-/// moment and fail each other's migrations out of a movable zone (see [`MIGRATE_ATTEMPTS`]).
+/// A pin round's claim on pages `[.1, .2)` of a region (`RegionInner::pinning`): taken by
+/// every pin round but registration's (an access, the verify pass, a prefetch) for one batch,
+/// from before its GUP call to its commit (with its retries), so that two such rounds of one
+/// region never pin the same pages at the same moment and fail each other's migrations out of a movable zone (see [`MIGRATE_ATTEMPTS`]).
 ///
 /// Rounds over other pages of the region do not wait for each other: a batch is cut short
 /// where another round's claim starts, and a round waits only while the first page of its
@@ -497,12 +504,11 @@ impl Region {
 /// an access waits only for a round that pins its own next page, and a long prefetch, which
 /// moves on batch by batch, holds up an access over other pages not at all.
 ///
-/// Such a round never waits on a userfault (`vamr_pin_user_pages()` asks `FOLL_NOWAIT`
-/// outside the owner's context); one that faults file pages in waits for their I/O, and a
-/// round that needs those same pages waits with it, as it would for the pages themselves. The
-/// owner's rounds (registration, `/dev/vamr` accesses, a synchronous prefetch) may wait on a
-/// userfault that only user space can answer, so they claim nothing (they may still collide
-/// with the others: `MIGRATE_ATTEMPTS` covers that).
+/// Such a round never waits on user space (`vamr_pin_user_pages()` asks `FOLL_NOWAIT`: a
+/// userfault, a page lock held by I/O end the round with `EBUSY`, see `fault.rs`), so a
+/// claim is held only while GUP works, and a round waiting for one is woken by cancellation.
+/// Registration's round (which may wait on a userfault) claims nothing: nothing else can
+/// reach the region's pages yet but the verify pass, and `MIGRATE_ATTEMPTS` covers that.
 ///
 /// # Invariants
 ///

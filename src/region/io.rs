@@ -232,7 +232,7 @@ impl Region {
         let mode = PinMode {
             write,
             nofault: false,
-            owner: self.current_is_owner(),
+            may_wait: false,
         };
         let size = self.ahead.size_at(idx);
         let own = last + 1 - idx;
@@ -270,8 +270,8 @@ impl Region {
             clock.add_to(Extra::AccessPinNs, Extra::AccessPinCpuNs);
         }
         match pinned {
-            // A userfault that this context must not wait for: a work item delivers it to
-            // the handler, and this access waits for it, cancellably. The round may have
+            // A fault that would wait (a userfault, I/O): a work item delivers it, and this
+            // access waits for it, cancellably (a device task within its mm's budget). The round may have
             // pinned the access's first pages before it met the fault: the request is for the
             // first page of the access still without a usable pin (as a prefetch's), not for
             // `idx` (which would be a request for a present page, then a second one).

@@ -142,7 +142,7 @@ impl Region {
             let mode = PinMode {
                 write: self.access.write,
                 nofault: true,
-                owner: false,
+                may_wait: false,
             };
             match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
                 Ok(n) => swapped = n,
