@@ -66,17 +66,25 @@ stage_guest_modules() {
 		die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"
 }
 
-# guest_env KDIR RUNDIR [DIR...]: RUNDIR/guest.env, read by the guest
-# (guest-lib.sh). The work tree, the build directory and the DIRs must be
-# outside what the guest covers with tmpfs (/tmp, /var/tmp, /run, /dev).
-guest_env() {
+# require_guest_visible DIR...: dies unless every DIR lies outside what the
+# guests cover with tmpfs (/tmp, /var/tmp, /run, /dev): the guests run the
+# host's user space and would not see it. prepare.sh checks the work tree and
+# the build directory first thing, before any build.
+require_guest_visible() {
 	local d
-	for d in "$VAMR_TOP" "$VAMR_BUILD" "${@:3}"; do
+	for d in "$@"; do
 		case "$(realpath -m "$d")/" in
 		/tmp/* | /var/tmp/* | /run/* | /dev/*)
 			die "$d is under /tmp, /var/tmp, /run or /dev, which the guests cover with tmpfs: use another directory" ;;
 		esac
 	done
+}
+
+# guest_env KDIR RUNDIR [DIR...]: RUNDIR/guest.env, read by the guest
+# (guest-lib.sh). The work tree, the build directory and the DIRs must be
+# guest-visible (require_guest_visible).
+guest_env() {
+	require_guest_visible "$VAMR_TOP" "$VAMR_BUILD" "${@:3}"
 	cat >"$2/guest.env" <<EOT
 VAMR_TOP=$VAMR_TOP
 VAMR_BUILD=$VAMR_BUILD

@@ -40,6 +40,8 @@ for arg in "$@"; do
 	esac
 done
 
+# Before the kernel build (minutes): a work tree the guests cannot see.
+require_guest_visible "$top" "$VAMR_BUILD"
 "$here/setup-host.sh" "${variant[@]}" >&2
 if [ -n "${VAMR_KDIR:-}" ]; then
 	[ -f "$VAMR_KDIR/.vamr-built" ] || die "VAMR_KDIR=$VAMR_KDIR is not a built kernel tree (no .vamr-built)"
