@@ -9,6 +9,7 @@
 #   make clippy          build with CLIPPY=1 (Rust lints as the kernel runs them)
 #   make rustfmtcheck    check Rust formatting with the kernel's rustfmt settings
 #   make rustfmt         reformat the Rust sources
+#   make lint            the longest function in src/ (fails over 80 lines), rustfmtcheck, clippy
 #   make selftests       build the C selftests in tests/selftests (needs KDIR for the harness)
 #   make kernel          build (or reuse from cache) the test kernel; prints its path
 #   make run             the main job: build everything, boot the test kernel, run the demo
@@ -46,7 +47,7 @@ PREFIX ?= /usr/local
 UDEVRULESDIR ?= /etc/udev/rules.d
 VAMR_BUILD ?= $(CURDIR)/build
 
-.PHONY: all help modules check-kdir clean clippy rustfmt rustfmtcheck selftests kernel run test \
+.PHONY: all help modules check-kdir clean clippy lint rustfmt rustfmtcheck selftests kernel run test \
 	install install-modules install-headers install-udev install-tools install-rxe vamrctl preload dkms-modules
 
 all: modules
@@ -82,6 +83,13 @@ rustfmtcheck: check-kdir
 
 rustfmt: check-kdir
 	rustfmt $(RUSTFMT_CFG) src/vamr_main.rs
+
+# The code-shape checks: no function in src/ over 80 lines (scripts/fn-length.py prints the
+# longest), formatting, clippy.
+lint: check-kdir
+	scripts/fn-length.py --max 80 src/*.rs src/region/*.rs src/*.c
+	$(MAKE) rustfmtcheck
+	$(MAKE) clippy
 
 selftests:
 	$(MAKE) -C tests/selftests KDIR=$(KDIR)

@@ -15,15 +15,22 @@ use kernel::prelude::*;
 // Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
 extern "C" {
-    fn vamr_pin_user_pages(
+    fn vamr_lockless_context(mm: *mut bindings::mm_struct) -> i32;
+    fn vamr_pin_fast(
         mm: *mut bindings::mm_struct,
         start: usize,
         npages: usize,
-        must: usize,
-        fault: usize,
         gup_flags: u32,
         pages: *mut *mut bindings::page,
-        may_wait: bool,
+        adopt: bool,
+    ) -> isize;
+    fn vamr_pin_remote(
+        mm: *mut bindings::mm_struct,
+        start: usize,
+        npages: usize,
+        uffd_max: usize,
+        gup_flags: u32,
+        pages: *mut *mut bindings::page,
     ) -> isize;
     fn vamr_fault_in(mm: *mut bindings::mm_struct, addr: usize, write: bool) -> i32;
     fn vamr_cond_resched();
@@ -450,73 +457,166 @@ pub(crate) fn pin_user_range(
     fault: usize,
     mode: PinMode,
 ) -> Result<Pins> {
-    let write = mode.write;
-    let mut flags = bindings::FOLL_LONGTERM;
-    if write {
-        flags |= bindings::FOLL_WRITE;
-    }
-    if mode.nofault {
-        flags |= bindings::FOLL_NOFAULT;
-    }
     let batch = npages.min(PIN_BATCH);
-    let gup = |raw: *mut *mut bindings::page| -> Result<usize> {
-        // SAFETY: `mm` has a user reference (`MmWithUser`); the callers below give `raw`
-        // room for `batch` pointers.
-        let ret = unsafe {
-            vamr_pin_user_pages(
-                mm.as_raw(),
-                start,
-                batch,
-                must.min(batch),
-                fault.clamp(must.min(batch), batch),
-                flags,
-                raw,
-                mode.may_wait,
-            )
-        };
-        match ret {
-            ..0 => Err(Error::from_errno(ret as i32)),
-            0 => Err(EFAULT),
-            _ => Ok(ret as usize),
-        }
-    };
+    let plan = GupPlan::new(mode, batch, must, fault);
     if batch <= FEW_PINS {
         let mut raw = [core::ptr::null_mut::<bindings::page>(); FEW_PINS];
-        let got = gup(raw.as_mut_ptr())?;
-        let mut pins: [Option<PinnedPage>; FEW_PINS] = [const { None }; FEW_PINS];
-        let mut len = 0;
-        for &page in &raw[..got] {
-            // GUP never reports success with a NULL page. Should it, keep the pages before it
-            // (in address order) and unpin the ones after it.
-            let Some(page) = NonNull::new(page) else {
-                break;
-            };
-            // SAFETY: each page comes with one pin from the call above, now given to the
-            // `PinnedPage`; dropping it unpins.
-            pins[len] = Some(unsafe { PinnedPage::from_pinned(page, write) });
-            len += 1;
-        }
-        for &page in raw[len..got].iter().skip(1) {
-            if let Some(page) = NonNull::new(page) {
-                // SAFETY: as above; dropped at once, which unpins.
-                drop(unsafe { PinnedPage::from_pinned(page, write) });
-            }
-        }
-        if len == 0 {
-            return Err(EFAULT);
-        }
-        // INVARIANT: `pins[..len]` hold the pages from `start` on, in order (the loop above
-        // stops at the first hole in GUP's result); the rest are `None`; `len <= FEW_PINS`.
-        return Ok(Pins::Few { pins, len });
+        // SAFETY: `raw` has room for `batch <= FEW_PINS` pointers.
+        let got = unsafe { plan.pin(mm, start, raw.as_mut_ptr()) }?;
+        return few_pins(&raw[..got], mode.write);
     }
     // One buffer: GUP writes page pointers into it, and each becomes, in place, the
     // `PinnedPage` that owns its pin (same size, asserted above).
     let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL)?;
-    let got = gup(out.as_mut_ptr().cast::<*mut bindings::page>())?;
+    // SAFETY: `out` has room for `batch` entries of a page pointer's size.
+    let got = unsafe { plan.pin(mm, start, out.as_mut_ptr().cast()) }?;
+    many_pins(out, got, mode.write)
+}
+
+/// What one GUP call of a pin round may do, decided from its [`PinMode`] and counts: the
+/// policy of the round (the calls themselves are `src/vamr_glue.c`'s shims).
+struct GupPlan {
+    /// `FOLL_*` flags of the calls that may fault.
+    flags: u32,
+    /// Pages of the batch.
+    batch: usize,
+    /// Pages needed (at most `fault`); the most a userfaultfd-armed VMA is asked for.
+    must: usize,
+    /// Pages that may be faulted in (at most `batch`; 0: none).
+    fault: usize,
+    /// Whether the lockless call may fault too (registration in the owner's context, which
+    /// needs every page of the batch, as `ib_umem_get()`: GUP then takes the slow path itself).
+    fault_lockless: bool,
+}
+
+impl GupPlan {
+    fn new(mode: PinMode, batch: usize, must: usize, fault: usize) -> Self {
+        let mut flags = bindings::FOLL_LONGTERM;
+        if mode.write {
+            flags |= bindings::FOLL_WRITE;
+        }
+        let fault = if mode.nofault {
+            0
+        } else {
+            fault.clamp(must.min(batch), batch)
+        };
+        if fault == 0 {
+            flags |= bindings::FOLL_NOFAULT;
+        }
+        // Only registration waits for a fault; every other round gets `EBUSY` instead.
+        if !mode.may_wait {
+            flags |= bindings::FOLL_NOWAIT;
+        }
+        GupPlan {
+            flags,
+            batch,
+            must: must.min(fault),
+            fault,
+            fault_lockless: mode.may_wait && must.min(batch) == batch,
+        }
+    }
+
+    /// Pins up to `batch` pages from `start` into `pages`, as the plan says: present pages
+    /// locklessly where current may (its own mm, or a kernel thread adopting it), then the
+    /// fault path for the first page if it is absent. Returns the number pinned (0: none).
+    ///
+    /// # Safety
+    ///
+    /// `pages` has room for `self.batch` page pointers.
+    unsafe fn pin(
+        &self,
+        mm: &MmWithUser,
+        start: usize,
+        pages: *mut *mut bindings::page,
+    ) -> Result<usize> {
+        let raw = mm.as_raw();
+        let nofault = self.flags | bindings::FOLL_NOFAULT;
+        // SAFETY: `mm` has a user reference (`MmWithUser`).
+        let context = unsafe { vamr_lockless_context(raw) };
+        let adopt = context == 2;
+        // SAFETY (all calls below): `mm` has a user reference; `pages` has room for `batch`
+        // pointers (the caller's contract), `pages + 1` for `batch - 1`.
+        if adopt && self.fault > 0 {
+            // A work item that may fault: its first page, looked up under `mmap_lock`, decides
+            // the path. Present, the rest goes lockless; absent, the fault path.
+            if unsafe { vamr_pin_remote(raw, start, 1, 1, nofault, pages) } == 1 {
+                if self.batch == 1 {
+                    return Ok(1);
+                }
+                let next = start + kernel::page::PAGE_SIZE;
+                // SAFETY: see above.
+                let rest = unsafe {
+                    vamr_pin_fast(raw, next, self.batch - 1, nofault, pages.add(1), true)
+                };
+                return Ok(1 + rest.max(0) as usize);
+            }
+        } else if context != 0 {
+            let flags = if self.fault_lockless {
+                self.flags
+            } else {
+                nofault
+            };
+            let got =
+                to_count(unsafe { vamr_pin_fast(raw, start, self.batch, flags, pages, adopt) })?;
+            if got > 0 || self.fault == 0 || self.fault_lockless {
+                return Ok(got);
+            }
+        }
+        // The fault path (for at most `fault` pages), or, for a caller that cannot pin
+        // locklessly, the present pages of the batch.
+        let n = if self.fault == 0 {
+            self.batch
+        } else {
+            self.fault
+        };
+        to_count(unsafe { vamr_pin_remote(raw, start, n, self.must, self.flags, pages) })
+    }
+}
+
+/// A GUP shim's result as a count of pages.
+fn to_count(ret: isize) -> Result<usize> {
+    if ret < 0 {
+        return Err(Error::from_errno(ret as i32));
+    }
+    Ok(ret as usize)
+}
+
+/// The pins of a small round: `raw` holds the pages GUP pinned, in order.
+fn few_pins(raw: &[*mut bindings::page], write: bool) -> Result<Pins> {
+    let mut pins: [Option<PinnedPage>; FEW_PINS] = [const { None }; FEW_PINS];
+    let mut len = 0;
+    for &page in raw {
+        // GUP never reports success with a NULL page. Should it, keep the pages before it (in
+        // address order) and unpin the ones after it.
+        let Some(page) = NonNull::new(page) else {
+            break;
+        };
+        // SAFETY: each page comes with one pin from GUP, now given to the `PinnedPage`;
+        // dropping it unpins.
+        pins[len] = Some(unsafe { PinnedPage::from_pinned(page, write) });
+        len += 1;
+    }
+    for &page in raw[len..].iter().skip(1) {
+        if let Some(page) = NonNull::new(page) {
+            // SAFETY: as above; dropped at once, which unpins.
+            drop(unsafe { PinnedPage::from_pinned(page, write) });
+        }
+    }
+    if len == 0 {
+        return Err(EFAULT);
+    }
+    // INVARIANT: `pins[..len]` hold the pages from `start` on, in order (the loop above stops
+    // at the first hole in GUP's result); the rest are `None`; `len <= FEW_PINS`.
+    Ok(Pins::Few { pins, len })
+}
+
+/// The pins of a large round: GUP wrote `got` page pointers into `out`'s buffer, each of which
+/// becomes, in place, the `PinnedPage` that owns its pin.
+fn many_pins(mut out: KVec<PinnedPage>, got: usize, write: bool) -> Result<Pins> {
     let mut in_order = true;
     for i in 0..got {
-        // SAFETY: `pin_user_pages_remote()` filled the first `got` entries with pinned pages;
-        // entry `i` is read before the push below writes entry `out.len() <= i`.
+        // SAFETY: GUP filled the first `got` entries with pinned pages; entry `i` is read
+        // before the push below writes entry `out.len() <= i`.
         let page = unsafe { out.as_mut_ptr().cast::<*mut bindings::page>().add(i).read() };
         // GUP never reports success with a NULL page. Should it, keep the pages before it (so
         // the result stays in address order) and unpin the ones after it.
@@ -524,8 +624,8 @@ pub(crate) fn pin_user_range(
             in_order = false;
             continue;
         };
-        // SAFETY: each page comes with one pin from the call above, now given to the
-        // `PinnedPage`; dropping it unpins.
+        // SAFETY: each page comes with one pin from GUP, now given to the `PinnedPage`;
+        // dropping it unpins.
         let pinned = unsafe { PinnedPage::from_pinned(page, write) };
         if in_order {
             // Cannot fail: `out` has room for `batch >= got` entries. Were it to fail, the

@@ -229,159 +229,80 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
 }
 
 /*
- * Pins up to @npages pages from @start of @mm (FOLL_PIN, with @gup_flags),
- * in order, stopping at the first page that cannot be pinned. Of them, the
- * first @must (@must <= @fault) are needed, the first @fault
- * (@fault <= @npages) may be faulted in, and the rest are pinned only if
- * present in the page table (pinned ahead: no memory is allocated and no
- * userfault raised for pages nobody accessed). @must 0 (an access's window,
- * past its own pages) needs no page: in a userfaultfd-registered VMA nothing
- * is faulted in then, and the call pins no page (returns 0) when its first
- * page needs a fault. With FOLL_NOFAULT in @gup_flags, or @fault 0 (an
- * access's pages past its window), nothing is faulted in.
- * Returns the pages pinned (possibly fewer than @must: the caller asks again
- * from the first page not pinned) or an errno.
- *
- * Pages present: the lockless fast path, as ib_umem_get() does (in one call;
- * for a work item that may fault, after a one-page look, see below):
- *  - a caller in @mm's own context (mm == current->mm) calls
- *    pin_user_pages_fast() directly; with faults allowed only when it may
- *    wait (@may_wait) and every page is needed (@must equal to @npages: GUP
- *    then falls back to the slow path with retry by itself);
- *  - a work item of a device (rdma_rxe's responder, the verify pass: a
- *    kernel thread without an mm) first adopts @mm (kthread_use_mm(), as the
- *    USB gadget's f_fs does for its user copies). When it may fault
- *    (@fault > 0), it first looks the first page up under mmap_lock
- *    (pin_user_pages_remote() of one page, FOLL_NOFAULT) and adopts @mm for
- *    the rest only when that page is present: an absent one goes straight
- *    to the fault path with the lock held.
- * Both use FOLL_NOFAULT whenever some page must not be faulted in, so this
- * pass never faults.
- *
- * The first page absent: the fault path, for at most @fault pages, within
- * the VMA of @start, and never past @must in a userfaultfd-registered VMA
- * (not at all with @must 0).
- * It is pin_user_pages_remote() with a 'locked' argument, so that GUP may
- * drop mmap_lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach
- * their handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing".
- * Only a @may_wait caller (registration, in the owner's context: nothing can
- * deregister what does not exist yet) waits for a fault, killably. Every other
- * caller asks FOLL_NOWAIT in every VMA: a fault that would wait (a userfault
- * nobody answers, a page lock held by I/O, a swap-in) ends the call with
- * -EBUSY instead, and vamr delivers it from a work item while the access
- * waits cancellably (vamr_fault_in()), so that deregistration can always end
- * such a wait. Takes and releases mmap_lock for reading.
+ * Shims for the pin rounds of src/pin.rs, which decides what to call (the
+ * policy: which pages may fault, which path, when to wait); these only reach
+ * what Rust cannot (static inlines, mmap_lock with GUP's 'locked' protocol,
+ * current's flags).
  */
 #include <linux/kthread.h>
 #include <linux/userfaultfd_k.h>
 
-long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
-			 unsigned long must, unsigned long fault, unsigned int gup_flags,
-			 struct page **pages, bool may_wait)
+/*
+ * How current may use lockless GUP on @mm: 1 in @mm's own context, 2 as a
+ * kernel thread without an mm (it adopts @mm for the call, kthread_use_mm(),
+ * as the USB gadget's f_fs does for its user copies), 0 not at all.
+ */
+int vamr_lockless_context(struct mm_struct *mm)
 {
-	bool own = mm == current->mm;
-	bool kthread = !own && (current->flags & PF_KTHREAD) && !current->mm;
+	if (mm == current->mm)
+		return 1;
+	if ((current->flags & PF_KTHREAD) && !current->mm)
+		return 2;
+	return 0;
+}
+
+/*
+ * pin_user_pages_fast() of @npages pages from @start of @mm, adopting @mm
+ * first when @adopt (vamr_lockless_context() returned 2). FOLL_NOWAIT, which
+ * lockless GUP refuses, is dropped. Returns the pages pinned or an errno.
+ */
+long vamr_pin_fast(struct mm_struct *mm, unsigned long start, unsigned long npages,
+		   unsigned int gup_flags, struct page **pages, bool adopt)
+{
+	long ret;
+
+	if (adopt)
+		kthread_use_mm(mm);
+	ret = pin_user_pages_fast(start, npages, gup_flags & ~FOLL_NOWAIT, pages);
+	if (adopt)
+		kthread_unuse_mm(mm);
+	return ret;
+}
+
+/*
+ * pin_user_pages_remote() of at most @npages pages from @start of @mm, under
+ * mmap_lock (taken here, killably) and with a 'locked' argument, so that GUP
+ * may drop the lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach
+ * their handler instead of failing with "FAULT_FLAG_ALLOW_RETRY missing".
+ * The call stays within the VMA of @start, so that a batch that starts in an
+ * ordinary VMA cannot run on into a userfaultfd one; in a userfaultfd-armed
+ * VMA, unless FOLL_NOFAULT, it pins at most @uffd_max pages (0: none, returns
+ * 0 without raising a userfault). With FOLL_NOWAIT a fault that would wait
+ * ends the call with -EBUSY (GUP reports it as 0 pages). Returns the pages
+ * pinned or an errno.
+ */
+long vamr_pin_remote(struct mm_struct *mm, unsigned long start, unsigned long npages,
+		     unsigned long uffd_max, unsigned int gup_flags, struct page **pages)
+{
 	struct vm_area_struct *vma;
 	int locked = 1;
 	long ret;
 
-	if (gup_flags & FOLL_NOFAULT)
-		fault = 0;
-	fault = min(fault, npages);
-	must = min(must, fault);
-	/* Nothing may be faulted in: present pages only. */
-	if (!fault)
-		gup_flags |= FOLL_NOFAULT;
-	/* Only registration may wait for a fault (see above). */
-	if (!may_wait)
-		gup_flags |= FOLL_NOWAIT;
-
-	if (kthread && fault) {
-		/*
-		 * A work item that may fault: one page looked up under mmap_lock
-		 * first decides the path. Present, it is pinned and the rest
-		 * goes lockless as below. Absent (fresh memory after a remap, the
-		 * usual reason for an on-demand round), the fault path pins the
-		 * pages under the lock this look took, without adopting the mm:
-		 * kthread_use_mm() into an mm whose TLB generation moved (the
-		 * remap) reloads CR3 with a flush, only to find that nothing can
-		 * be pinned locklessly.
-		 */
-		if (mmap_read_lock_killable(mm))
-			return -EINTR;
-		ret = pin_user_pages_remote(mm, start, 1, gup_flags | FOLL_NOFAULT, pages, &locked);
-		if (ret == 1) {
-			if (locked)
-				mmap_read_unlock(mm);
-			if (npages == 1)
-				return 1;
-			kthread_use_mm(mm);
-			ret = pin_user_pages_fast(start + PAGE_SIZE, npages - 1,
-						  (gup_flags | FOLL_NOFAULT) & ~FOLL_NOWAIT, pages + 1);
-			kthread_unuse_mm(mm);
-			return 1 + max(ret, 0L);
-		}
-		if (!locked) {
-			if (mmap_read_lock_killable(mm))
-				return -EINTR;
-			locked = 1;
-		}
-		npages = fault;
-		goto fault_path;
-	}
-	if (own || kthread) {
-		unsigned int flags = gup_flags;
-
-		/*
-		 * Faults allowed only when the whole batch is needed, as in
-		 * ib_umem_get(): lockless GUP would fault pages ahead in a
-		 * userfaultfd VMA too. pin_user_pages_fast() rejects FOLL_NOWAIT.
-		 */
-		if (!may_wait || must < npages)
-			flags |= FOLL_NOFAULT;
-		flags &= ~FOLL_NOWAIT;
-		if (kthread)
-			kthread_use_mm(mm);
-		ret = pin_user_pages_fast(start, npages, flags, pages);
-		if (kthread)
-			kthread_unuse_mm(mm);
-		if (ret > 0 || fault == 0 || !(flags & FOLL_NOFAULT))
-			return ret;
-		/* The first page needs a fault: below, for at most @fault pages. */
-	} else if (fault == 0) {
-		/* Another context pinning present pages only (a no-fault prefetch). */
-		fault = npages;
-	}
-	npages = fault;
-
 	if (mmap_read_lock_killable(mm))
 		return -EINTR;
-fault_path:
-	/*
-	 * One VMA per call, so that a batch that starts in an ordinary VMA
-	 * cannot run on into a userfaultfd one; in a userfaultfd-registered
-	 * VMA, only the pages needed (no userfault for a page nobody accesses).
-	 */
 	vma = vma_lookup(mm, start);
 	if (vma) {
 		npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
-		if (userfaultfd_armed(vma) && !(gup_flags & FOLL_NOFAULT)) {
-			if (!must) {
-				/* A page nobody accesses: no userfault for it. */
-				mmap_read_unlock(mm);
-				return 0;
-			}
-			npages = min(npages, must);
-		}
+		if (userfaultfd_armed(vma) && !(gup_flags & FOLL_NOFAULT))
+			npages = min(npages, uffd_max);
 	}
-	if (may_wait && own) {
+	if (!npages) {
 		mmap_read_unlock(mm);
-		return pin_user_pages_fast(start, npages, gup_flags, pages);
+		return 0;
 	}
 	ret = pin_user_pages_remote(mm, start, npages, gup_flags, pages, &locked);
 	if (locked)
 		mmap_read_unlock(mm);
-	/* GUP reports a FOLL_NOWAIT fault that would have to wait as 0 pages. */
 	if (ret == 0 && (gup_flags & FOLL_NOWAIT))
 		return -EBUSY;
 	return ret;

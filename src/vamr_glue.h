@@ -22,9 +22,11 @@ bool vamr_mmu_notifier_range_blockable(const struct mmu_notifier_range *range);
 int vamr_snapshot(struct mmu_interval_notifier *sub, unsigned long seq, unsigned long start,
 		  unsigned long npages, unsigned long *hmm_pfns);
 struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write);
-long vamr_pin_user_pages(struct mm_struct *mm, unsigned long start, unsigned long npages,
-			 unsigned long must, unsigned long fault, unsigned int gup_flags,
-			 struct page **pages, bool may_wait);
+int vamr_lockless_context(struct mm_struct *mm);
+long vamr_pin_fast(struct mm_struct *mm, unsigned long start, unsigned long npages,
+		   unsigned int gup_flags, struct page **pages, bool adopt);
+long vamr_pin_remote(struct mm_struct *mm, unsigned long start, unsigned long npages,
+		     unsigned long uffd_max, unsigned int gup_flags, struct page **pages);
 int vamr_fault_in(struct mm_struct *mm, unsigned long addr, bool write);
 unsigned long vamr_memlock_limit_pages(void);
 unsigned long vamr_task_size(void);
