@@ -534,17 +534,19 @@ impl GupPlan {
         // SAFETY: `mm` has a user reference (`MmWithUser`).
         let context = unsafe { vamr_lockless_context(raw) };
         let adopt = context == 2;
-        // SAFETY (all calls below): `mm` has a user reference; `pages` has room for `batch`
-        // pointers (the caller's contract), `pages + 1` for `batch - 1`.
         if adopt && self.fault > 0 {
             // A work item that may fault: its first page, looked up under `mmap_lock`, decides
             // the path. Present, the rest goes lockless; absent, the fault path.
-            if unsafe { vamr_pin_remote(raw, start, 1, 1, nofault, pages) } == 1 {
+            // SAFETY: `mm` has a user reference; `pages` has room for `batch >= 1` pointers
+            // (the caller's contract).
+            let first = unsafe { vamr_pin_remote(raw, start, 1, 1, nofault, pages) };
+            if first == 1 {
                 if self.batch == 1 {
                     return Ok(1);
                 }
                 let next = start + kernel::page::PAGE_SIZE;
-                // SAFETY: see above.
+                // SAFETY: `mm` has a user reference; `pages + 1` has room for `batch - 1`
+                // pointers.
                 let rest = unsafe {
                     vamr_pin_fast(raw, next, self.batch - 1, nofault, pages.add(1), true)
                 };
@@ -556,10 +558,12 @@ impl GupPlan {
             } else {
                 nofault
             };
-            let got =
-                to_count(unsafe { vamr_pin_fast(raw, start, self.batch, flags, pages, adopt) })?;
-            if got > 0 || self.fault == 0 || self.fault_lockless {
-                return Ok(got);
+            // SAFETY: `mm` has a user reference; `pages` has room for `batch` pointers.
+            let ret = unsafe { vamr_pin_fast(raw, start, self.batch, flags, pages, adopt) };
+            // Nothing pinned (`EFAULT` or 0: the first page is absent): the fault path, if
+            // the plan allows one.
+            if ret > 0 || self.fault == 0 || self.fault_lockless {
+                return to_count(ret);
             }
         }
         // The fault path (for at most `fault` pages), or, for a caller that cannot pin
@@ -569,6 +573,7 @@ impl GupPlan {
         } else {
             self.fault
         };
+        // SAFETY: `mm` has a user reference; `pages` has room for `batch >= n` pointers.
         to_count(unsafe { vamr_pin_remote(raw, start, n, self.must, self.flags, pages) })
     }
 }

@@ -235,6 +235,10 @@ impl_has_interval_notifier! {
 }
 
 impl InvalidateHandler for Region {
+    /// Records the invalidation (the log that pin rounds check, the event for the owning
+    /// file), then unpins the range when its pages leave the VA for good and marks its pins
+    /// suspect otherwise (the verify pass decides). Fails (`false`) only when the invalidation
+    /// is not blockable and the region lock is taken.
     fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
         let mut inner = if range.blockable() {
             self.pages.lock()
@@ -258,6 +262,30 @@ impl InvalidateHandler for Region {
         // before its `read_begin` also sees `set_seq` above, so that `read_begin` waits for
         // this invalidation to end (see `Region::round_stale`).
         self.generation.store(k + 1, Release);
+        self.push_event(range, event);
+        let r = (range.start(), range.end());
+        if !event.mapping_survives() {
+            let dropped = self.unpin_now(a, b, range.blockable());
+            trace::invalidate(self.start, r, event, 0, dropped, range.blockable());
+            if event == Event::Release {
+                inner.dead = true;
+                inner.suspect = (0, 0);
+            }
+            return true;
+        }
+        let marked = self.mark_suspect(a, b, range.blockable());
+        trace::invalidate(self.start, r, event, marked, 0, range.blockable());
+        if marked > 0 && !inner.dead {
+            self.queue_suspect(&mut inner, a, b);
+        }
+        true
+    }
+}
+
+impl Region {
+    /// Reports an invalidation of `range` (its part inside the registered bytes) to the
+    /// owning file's event queue, if any. Does not sleep or allocate.
+    fn push_event(&self, range: &Range<'_>, event: Event) {
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
         if let (Some(events), true) = (&self.events, first < end) {
@@ -270,55 +298,56 @@ impl InvalidateHandler for Region {
                 kind: event.index() as u32,
             });
         }
+    }
 
-        if !event.mapping_survives() {
-            // The pages leave the VA for good (munmap, process exit): unpin now, taking the
-            // pins out of the table a few at a time and releasing them outside its lock.
-            let mut dropped = 0u64;
-            let mut idx = a;
-            while idx < b {
-                let mut out: [Option<PinnedPage>; 32] = [const { None }; 32];
-                let mut n = 0;
-                {
-                    let mut table = self.table.lock();
-                    let stop = b.min(idx + TABLE_CHUNK).min(table.len());
-                    while idx < stop && n < out.len() {
-                        if let Some(pin) = table[idx].take() {
-                            out[n] = Some(pin.page);
-                            n += 1;
-                        }
-                        idx += 1;
+    /// The pages of slots `[a, b)` leave the VA for good (munmap, process exit): unpins them
+    /// now, taking the pins out of the table a few at a time and releasing them outside its
+    /// lock. Returns the pins dropped. Called by the invalidate callback with `pages` held;
+    /// a resched point per chunk when `blockable`.
+    fn unpin_now(&self, a: usize, b: usize, blockable: bool) -> usize {
+        let mut dropped = 0;
+        let mut idx = a;
+        while idx < b {
+            let mut out: [Option<PinnedPage>; 32] = [const { None }; 32];
+            let mut n = 0;
+            {
+                let mut table = self.table.lock();
+                let stop = b.min(idx + TABLE_CHUNK).min(table.len());
+                while idx < stop && n < out.len() {
+                    if let Some(pin) = table[idx].take() {
+                        out[n] = Some(pin.page);
+                        n += 1;
                     }
-                    if idx >= table.len() {
-                        // The end of the table, or emptied by teardown: nothing left.
-                        idx = b;
-                    }
+                    idx += 1;
                 }
-                for pin in out.iter_mut().filter_map(Option::take) {
-                    pin.release_in_invalidation();
-                    dropped += 1;
-                }
-                // A user sizes this loop (a region of millions of pages): a resched point
-                // per batch where the invalidation may sleep, as `pages` is a mutex. A
-                // non-blockable one (the OOM reaper) runs through without, as ODP's does.
-                if range.blockable() {
-                    crate::pin::cond_resched();
+                if idx >= table.len() {
+                    // The end of the table, or emptied by teardown: nothing left.
+                    idx = b;
                 }
             }
-            self.stats.add(Kind::PagesUnpinned, dropped);
-            self.stats.sub(Kind::PagesPinned, dropped);
-            let r = (range.start(), range.end());
-            trace::invalidate(self.start, r, event, 0, dropped as usize, range.blockable());
-            if event == Event::Release {
-                inner.dead = true;
-                inner.suspect = (0, 0);
+            for pin in out.iter_mut().filter_map(Option::take) {
+                pin.release_in_invalidation();
+                dropped += 1;
             }
-            return true;
+            // A user sizes this loop (a region of millions of pages): a resched point per
+            // batch where the invalidation may sleep, as `pages` is a mutex. A non-blockable
+            // one (the OOM reaper) runs through without, as ODP's does.
+            if blockable {
+                crate::pin::cond_resched();
+            }
         }
-        // The mapping may stay as it is (a page-table split, write protection, a failed
-        // migration) or change: stop accesses now, keep the pins, and let the verify pass
-        // decide. Our pin keeps each old page allocated meanwhile.
-        let mut marked = 0usize;
+        self.stats.add(Kind::PagesUnpinned, dropped as u64);
+        self.stats.sub(Kind::PagesPinned, dropped as u64);
+        dropped
+    }
+
+    /// The mapping of slots `[a, b)` may stay as it is (a page-table split, write protection,
+    /// a failed migration) or change: marks their pins suspect, which stops accesses through
+    /// them now and keeps the pins (each old page stays allocated) for the verify pass to
+    /// decide. Returns the pins marked. Called by the invalidate callback with `pages` held;
+    /// a resched point per chunk when `blockable`.
+    fn mark_suspect(&self, a: usize, b: usize, blockable: bool) -> usize {
+        let mut marked = 0;
         let mut idx = a;
         while idx < b {
             let end = b.min(idx + TABLE_CHUNK);
@@ -331,21 +360,13 @@ impl InvalidateHandler for Region {
             }
             drop(table);
             idx = end;
-            // As above: one resched point per chunk of the table.
-            if range.blockable() {
+            if blockable {
                 crate::pin::cond_resched();
             }
         }
-        let r = (range.start(), range.end());
-        trace::invalidate(self.start, r, event, marked, 0, range.blockable());
-        if marked > 0 && !inner.dead {
-            self.queue_suspect(&mut inner, a, b);
-        }
-        true
+        marked
     }
-}
 
-impl Region {
     /// Widens the suspect range to cover `[a, b)` and queues the region on its mm's verify
     /// queue. `inner` is the held `pages` lock of a region that is not dead. Does not sleep or
     /// allocate (the invalidate callback calls it).

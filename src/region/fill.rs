@@ -75,6 +75,68 @@ pub(super) enum PinCause {
     },
 }
 
+/// The policy of a [`Region::fill`] for its cause, computed from the cause alone: which
+/// batches are known, what each batch must and may fault, which claims it waits for, where a
+/// failure ends the call.
+impl PinCause {
+    /// Whether the batch from `idx` needs no look for its gap (registration's, and an access's
+    /// first batch with `known_gap`).
+    fn known_gap(self, idx: usize, first: usize) -> bool {
+        match self {
+            PinCause::Register => true,
+            PinCause::Access { known_gap, .. } => known_gap && idx == first,
+            _ => false,
+        }
+    }
+
+    /// `(must, fault)` of the batch `[idx, gap_end)`: the pages that must be pinned (none past
+    /// an access's own pages, so that its window raises no userfault) and those that may be
+    /// faulted in (none past its window: present pages only).
+    fn needs(self, idx: usize, gap_end: usize) -> (usize, usize) {
+        match self {
+            PinCause::Access {
+                until, fault_until, ..
+            } => {
+                let must = until.saturating_sub(idx);
+                (must, fault_until.saturating_sub(idx).max(must))
+            }
+            _ => (gap_end - idx, gap_end - idx),
+        }
+    }
+
+    /// Whether page `idx` lies past an access's own pages (its window: an optimisation, so a
+    /// failure there ends the call instead of failing it, and a claim there is not waited for).
+    fn optional(self, idx: usize) -> bool {
+        matches!(self, PinCause::Access { until, .. } if idx >= until)
+    }
+
+    /// Whether a batch that stopped short (at a page not present, or cut at the window's end)
+    /// with page `idx` next ends the call: past an access's fault window, it does.
+    fn ends_when_short(self, idx: usize) -> bool {
+        matches!(self, PinCause::Access { fault_until, .. } if idx >= fault_until)
+    }
+}
+
+/// How [`Region::fill`] goes on after a batch.
+enum Next {
+    /// With the next gap from `FillState::idx`.
+    Gap,
+    /// The call ends (what was committed stays).
+    Stop,
+}
+
+/// The progress of one [`Region::fill`].
+struct FillState {
+    /// The end of the call's range (an access that lost races shrinks it to its own pages).
+    end: usize,
+    /// The next page to look at.
+    idx: usize,
+    /// Pages committed so far.
+    committed: usize,
+    /// A page failed with `EFAULT` and was skipped.
+    faulted: bool,
+}
+
 /// What a prefetch asks for (`VAMR_PREFETCH_*`, the advice of `ibv_advise_mr()`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Prefetch {
@@ -169,149 +231,162 @@ impl Region {
         } else {
             Some(FillGuard::enter(self)?)
         };
-        let mut end = first + count;
-        let mut idx = first;
-        let mut committed = 0;
-        let mut faulted = false;
-        'pages: while idx < end {
+        let mut st = FillState {
+            end: first + count,
+            idx: first,
+            committed: 0,
+            faulted: false,
+        };
+        while st.idx < st.end {
             self.check_interrupted()?;
-            let known = match cause {
-                PinCause::Register => true,
-                PinCause::Access { known_gap, .. } => known_gap && idx == first,
-                _ => false,
-            };
-            let next = if known {
-                Some((idx, end.min(idx + PIN_BATCH)))
+            let next = if cause.known_gap(st.idx, first) {
+                Some((st.idx, st.end.min(st.idx + PIN_BATCH)))
             } else {
-                self.next_gap(idx, end, mode)?
+                self.next_gap(st.idx, st.end, mode)?
             };
-            let Some((gap, mut gap_end)) = next else {
+            let Some((gap, gap_end)) = next else {
                 break;
             };
-            idx = gap;
-            let mut failed_migrations = 0;
+            st.idx = gap;
             // The region's rounds never pin the same pages at once (see `PinTurn`): the batch
             // is cut where another round's claim starts, and waits only when its first page
             // is claimed; an access's window past its own pages does not wait at all (it ends
             // there). Registration's round claims nothing (a verify pass meanwhile pins only
             // slots it already committed).
-            let _turn = if register {
-                None
+            let (_turn, gap_end) = if register {
+                (None, gap_end)
             } else {
-                let window = matches!(cause, PinCause::Access { until, .. } if gap >= until);
-                let Some((turn, cut)) = PinTurn::take(self, gap, gap_end, !window)? else {
-                    break 'pages;
-                };
-                gap_end = cut;
-                Some(turn)
-            };
-            for attempt in 0..REPIN_ATTEMPTS {
-                let round = self.round_begin();
-                let va = self.start + idx * PAGE_SIZE;
-                // Pages that must be pinned (the rest may stop short, see `PinCause`): none
-                // past the access's own pages, so that its window raises no userfault; and
-                // pages that may be faulted in: none past its window (present pages only).
-                let (must, fault) = match cause {
-                    PinCause::Access {
-                        until, fault_until, ..
-                    } => {
-                        let must = until.saturating_sub(idx);
-                        (must, fault_until.saturating_sub(idx).max(must))
-                    }
-                    _ => (gap_end - idx, gap_end - idx),
-                };
-                let pins = match pin_user_range(mm, va, gap_end - idx, must, fault, mode) {
-                    Ok(pins) => pins,
-                    Err(e) if e == EFAULT && matches!(cause, PinCause::Access { .. }) => {
-                        // The access fails at this page; what was pinned before it stays.
-                        if committed == 0 && idx == first {
-                            self.stats.add(Kind::AccessFaults, 1);
-                            return Err(EFAULT);
-                        }
-                        break 'pages;
-                    }
-                    Err(e) if e == EFAULT => {
-                        // Skip the page, the hole after it up to the next VMA, or the whole
-                        // VMA when its protection refuses the access.
-                        faulted = true;
-                        let resume = resume_after_fault(mm, va, mode.write);
-                        let next = resume.saturating_sub(self.start).div_ceil(PAGE_SIZE);
-                        idx = next.clamp(idx + 1, end);
-                        continue 'pages;
-                    }
-                    Err(e) => {
-                        // Past the access's own pages the rest is an optimisation: what fails
-                        // there (`ENOMEM` from a long-term pin's migration, `EINTR`...) ends
-                        // the slow path, not the access, whose pages are pinned.
-                        if matches!(cause, PinCause::Access { until, .. } if idx >= until) {
-                            break 'pages;
-                        }
-                        // A failed migration out of a movable zone is tried again: see
-                        // `MIGRATE_ATTEMPTS`. Counted as a lost race.
-                        if e == ENOMEM && failed_migrations + 1 < MIGRATE_ATTEMPTS {
-                            failed_migrations += 1;
-                            self.stats.add(Kind::RepinRetries, 1);
-                            self.check_interrupted()?;
-                            continue;
-                        }
-                        return Err(e);
-                    }
-                };
-                let n = pins.len();
-                match self.commit(idx, pins, round)? {
-                    Some(c) => {
-                        committed += c;
-                        let short = idx + n < gap_end;
-                        idx += n;
-                        // Past an access's fault window, a short round stopped at a page that
-                        // is not present, or was a fault round cut at the window's end: the
-                        // slow path ends there (the pages after it are not looked at).
-                        if let PinCause::Access { fault_until, .. } = cause {
-                            if short && idx >= fault_until {
-                                break 'pages;
-                            }
-                        }
-                        continue 'pages;
-                    }
-                    None => {
-                        self.stats.add(Kind::RepinRetries, 1);
-                        self.check_interrupted()?;
-                        // A batch's first lost race is retried as it was: a long-term pin of
-                        // pages in ZONE_MOVABLE (or CMA) migrates them before it pins
-                        // (`migrate_longterm_unpinnable_folios()`), and the migration
-                        // invalidates the round's own pages (`MMU_NOTIFY_CLEAR`), so such a
-                        // round always loses once; the retry finds the migrated pages and
-                        // pins them without migrating. After that, an access that lost a
-                        // race pins only its own pages, and none past them: the window after
-                        // them is an optimisation, and retrying it would hold `mmap_lock`
-                        // longer against the invalidations that keep winning.
-                        if let (PinCause::Access { until, .. }, 1..) = (cause, attempt) {
-                            if idx >= until {
-                                break 'pages;
-                            }
-                            end = end.min(until);
-                            gap_end = gap_end.min(end);
-                        }
-                    }
+                match PinTurn::take(self, gap, gap_end, !cause.optional(gap))? {
+                    Some((turn, cut)) => (Some(turn), cut),
+                    None => break,
                 }
+            };
+            match self.fill_batch(mm, &mut st, first, gap_end, cause, mode)? {
+                Next::Gap => {}
+                Next::Stop => break,
             }
-            // Invalidations kept winning: leave this batch absent (pinned on demand later).
-            idx += 1;
         }
+        self.fill_counted(first, count, &st, cause, mode)
+    }
+
+    /// Pins and commits the batch `[st.idx, gap_end)` of a [`Region::fill`], trying again
+    /// after a lost race ([`REPIN_ATTEMPTS`] in all, then the page is left absent) and after
+    /// a failed migration ([`MIGRATE_ATTEMPTS`]); moves `st` on. Errors: as `fill`.
+    fn fill_batch(
+        &self,
+        mm: &MmWithUser,
+        st: &mut FillState,
+        first: usize,
+        mut gap_end: usize,
+        cause: PinCause,
+        mode: PinMode,
+    ) -> Result<Next> {
+        let mut failed_migrations = 0;
+        for attempt in 0..REPIN_ATTEMPTS {
+            let round = self.round_begin();
+            let va = self.start + st.idx * PAGE_SIZE;
+            let (must, fault) = cause.needs(st.idx, gap_end);
+            let pins = match pin_user_range(mm, va, gap_end - st.idx, must, fault, mode) {
+                Ok(pins) => pins,
+                Err(e) if e == EFAULT => return self.fill_skip(mm, st, first, va, cause, mode),
+                // A failed migration out of a movable zone is tried again: see
+                // `MIGRATE_ATTEMPTS`. Counted as a lost race.
+                Err(e)
+                    if e == ENOMEM
+                        && !cause.optional(st.idx)
+                        && failed_migrations + 1 < MIGRATE_ATTEMPTS =>
+                {
+                    failed_migrations += 1;
+                    self.stats.add(Kind::RepinRetries, 1);
+                    self.check_interrupted()?;
+                    continue;
+                }
+                // Past the access's own pages the rest is an optimisation: what fails there
+                // (`ENOMEM`, `EINTR`...) ends the slow path, not the access.
+                Err(_) if cause.optional(st.idx) => return Ok(Next::Stop),
+                Err(e) => return Err(e),
+            };
+            let n = pins.len();
+            if let Some(c) = self.commit(st.idx, pins, round)? {
+                st.committed += c;
+                st.idx += n;
+                return Ok(if st.idx < gap_end && cause.ends_when_short(st.idx) {
+                    Next::Stop
+                } else {
+                    Next::Gap
+                });
+            }
+            self.stats.add(Kind::RepinRetries, 1);
+            self.check_interrupted()?;
+            // A batch's first lost race is retried as it was: a long-term pin of pages in
+            // ZONE_MOVABLE (or CMA) migrates them before it pins, and the migration invalidates
+            // the round's own pages, so such a round always loses once; the retry pins the
+            // migrated pages. After that, an access that lost a race pins only its own pages:
+            // retrying its window would hold `mmap_lock` longer against the invalidations that
+            // keep winning.
+            if let (PinCause::Access { until, .. }, 1..) = (cause, attempt) {
+                if st.idx >= until {
+                    return Ok(Next::Stop);
+                }
+                st.end = st.end.min(until);
+                gap_end = gap_end.min(st.end);
+            }
+        }
+        // Invalidations kept winning: leave this page absent (pinned on demand later).
+        st.idx += 1;
+        Ok(Next::Gap)
+    }
+
+    /// After page `st.idx` (at `va`) failed with `EFAULT`: an access fails there if nothing
+    /// was pinned before it (and stops otherwise); any other cause skips the page, the hole
+    /// after it up to the next VMA, or the whole VMA when its protection refuses the access.
+    fn fill_skip(
+        &self,
+        mm: &MmWithUser,
+        st: &mut FillState,
+        first: usize,
+        va: usize,
+        cause: PinCause,
+        mode: PinMode,
+    ) -> Result<Next> {
+        if matches!(cause, PinCause::Access { .. }) {
+            if st.committed == 0 && st.idx == first {
+                self.stats.add(Kind::AccessFaults, 1);
+                return Err(EFAULT);
+            }
+            return Ok(Next::Stop);
+        }
+        st.faulted = true;
+        let resume = resume_after_fault(mm, va, mode.write);
+        let next = resume.saturating_sub(self.start).div_ceil(PAGE_SIZE);
+        st.idx = next.clamp(st.idx + 1, st.end);
+        Ok(Next::Gap)
+    }
+
+    /// The end of a [`Region::fill`]: counts what it committed and returns it, or `EFAULT`
+    /// when nothing was and a page failed with it.
+    fn fill_counted(
+        &self,
+        first: usize,
+        count: usize,
+        st: &FillState,
+        cause: PinCause,
+        mode: PinMode,
+    ) -> Result<usize> {
         match cause {
-            PinCause::Verify => self.stats.add(Kind::PinsSwapped, committed as u64),
+            PinCause::Verify => self.stats.add(Kind::PinsSwapped, st.committed as u64),
             PinCause::OnDemand | PinCause::Access { .. } => {
-                self.stats.add(Kind::OnDemandRepins, committed as u64);
+                self.stats.add(Kind::OnDemandRepins, st.committed as u64);
                 let access = matches!(cause, PinCause::Access { .. });
                 let va = self.start + first * PAGE_SIZE;
-                crate::trace::repin(self.start, va, count, committed, mode.write, access);
+                crate::trace::repin(self.start, va, count, st.committed, mode.write, access);
             }
             PinCause::Register => {}
         }
-        if committed == 0 && faulted {
+        if st.committed == 0 && st.faulted {
             return Err(EFAULT);
         }
-        Ok(committed)
+        Ok(st.committed)
     }
 
     /// Starts a pin round (or a page-table snapshot): the region's invalidation count, then

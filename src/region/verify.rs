@@ -57,7 +57,10 @@ impl Region {
     }
 
     /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see
-    /// [`Region::verify`]. Errors: `EFAULT` (dead), `ENOMEM`, `ECANCELED`, `EINTR`.
+    /// [`Region::verify`]. Three steps: a snapshot of the page table (taken again while
+    /// invalidations race with it), the classification of each suspect pin against it under
+    /// the region lock, then the pins of the pages mapped now. Errors: `EFAULT` (dead),
+    /// `ENOMEM`, `ECANCELED`, `EINTR`.
     fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> Result {
         let n = j - i;
         let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL)?;
@@ -88,77 +91,86 @@ impl Region {
                 self.stats.add(Kind::RepinRetries, 1);
                 continue;
             }
-            let mut kept = 0u64;
-            // First and last index + 1 of the pins replaced by another present page.
-            let mut swap = (usize::MAX, 0);
-            // At most `PIN_BATCH` slots under the table lock; the pins dropped are released
-            // after both locks.
-            let mut table = self.table.lock();
-            for k in i..j {
-                let Some(pin) = &mut table[k] else {
-                    continue;
-                };
-                if !pin.suspect() {
-                    continue;
-                }
-                let mapped = if stale {
-                    // Invalidations kept racing: nothing is known, drop the pin.
-                    Mapped::Nothing
-                } else {
-                    Mapped::from_hmm_pfn(pfns[k - i])
-                };
-                match mapped {
-                    Mapped::Page { page, write } if page == pin.page.as_ptr() => {
-                        pin.set_suspect(false);
-                        if !write {
-                            pin.page.forbid_writes();
-                        }
-                        kept += 1;
-                    }
-                    other => {
-                        if let Some(old) = table[k].take() {
-                            // Cannot fail: `gone` has room for every pin of the batch.
-                            let _ = gone.push_within_capacity(old.page);
-                        }
-                        if matches!(other, Mapped::Page { .. }) {
-                            swap = (swap.0.min(k), k + 1);
-                        }
-                    }
-                }
-            }
-            drop(table);
+            // Invalidations kept racing: nothing is known, every suspect pin is dropped.
+            let outcome = self.classify(i, j, if stale { None } else { Some(&pfns) }, &mut gone);
             drop(inner);
-            break (kept, swap);
+            break outcome;
         };
         let dropped = gone.len() as u64;
         drop(gone);
         self.stats.add(Kind::PinsKept, kept);
         self.stats.add(Kind::PagesUnpinned, dropped);
         self.stats.sub(Kind::PagesPinned, dropped);
-        let mut swapped = 0;
-        if swap.0 < swap.1 {
-            // Pin the pages mapped now in place of the old ones, without faulting: what is not
-            // present stays absent and is pinned by the next access that needs it.
-            let mode = PinMode {
-                write: self.access.write,
-                nofault: true,
-                may_wait: false,
+        let swapped = self.swap_in(mm, swap)?;
+        let released = (dropped as usize).saturating_sub(swapped);
+        let va = self.start + i * PAGE_SIZE;
+        crate::trace::verify(self.start, va, n, kept as usize, swapped, released);
+        Ok(())
+    }
+
+    /// Classifies the suspect pins of slots `[i, j)` against the page table's `pfns` (`None`:
+    /// unknown, every suspect pin goes): keeps a pin whose page is still mapped there (taking
+    /// its write permission away when the page is no longer mapped writable), moves the others
+    /// into `gone` (room for every pin of the range) to be unpinned by the caller. Returns the
+    /// pins kept and the span `[first, last + 1)` of those replaced by another present page
+    /// (`(usize::MAX, 0)` for none). The caller holds `pages`; at most `PIN_BATCH` slots under
+    /// the table lock.
+    fn classify(
+        &self,
+        i: usize,
+        j: usize,
+        pfns: Option<&KVec<usize>>,
+        gone: &mut KVec<PinnedPage>,
+    ) -> (u64, (usize, usize)) {
+        let mut kept = 0u64;
+        let mut swap = (usize::MAX, 0);
+        let mut table = self.table.lock();
+        for k in i..j {
+            let Some(pin) = &mut table[k] else {
+                continue;
             };
-            match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
-                Ok(n) => swapped = n,
-                Err(EFAULT) => {}
-                Err(e) => return Err(e),
+            if !pin.suspect() {
+                continue;
+            }
+            let mapped = pfns.map_or(Mapped::Nothing, |p| Mapped::from_hmm_pfn(p[k - i]));
+            match mapped {
+                Mapped::Page { page, write } if page == pin.page.as_ptr() => {
+                    pin.set_suspect(false);
+                    if !write {
+                        pin.page.forbid_writes();
+                    }
+                    kept += 1;
+                }
+                other => {
+                    if let Some(old) = table[k].take() {
+                        // Cannot fail: `gone` has room for every pin of the range.
+                        let _ = gone.push_within_capacity(old.page);
+                    }
+                    if matches!(other, Mapped::Page { .. }) {
+                        swap = (swap.0.min(k), k + 1);
+                    }
+                }
             }
         }
-        let released = (dropped as usize).saturating_sub(swapped);
-        crate::trace::verify(
-            self.start,
-            self.start + i * PAGE_SIZE,
-            n,
-            kept as usize,
-            swapped,
-            released,
-        );
-        Ok(())
+        (kept, swap)
+    }
+
+    /// Pins the pages mapped now in slots `[swap.0, swap.1)` in place of the old ones, without
+    /// faulting: what is not present stays absent, pinned by the next access that needs it.
+    /// Returns the pages pinned. Errors: as [`Region::fill`] but `EFAULT` (nothing pinned).
+    fn swap_in(&self, mm: &MmWithUser, swap: (usize, usize)) -> Result<usize> {
+        if swap.0 >= swap.1 {
+            return Ok(0);
+        }
+        let mode = PinMode {
+            write: self.access.write,
+            nofault: true,
+            may_wait: false,
+        };
+        match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
+            Ok(n) => Ok(n),
+            Err(EFAULT) => Ok(0),
+            Err(e) => Err(e),
+        }
     }
 }
