@@ -96,6 +96,7 @@ struct RegionInner {
 
 mod advice;
 mod claims;
+mod error;
 mod fault;
 mod fill;
 mod inval_log;
@@ -104,6 +105,7 @@ mod table;
 mod verify;
 
 use claims::PinClaims;
+pub(crate) use error::{RegionError, RegionResult};
 pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
 use inval_log::InvalLog;
@@ -577,14 +579,15 @@ impl Region {
         }
     }
 
-    /// `ECANCELED` once [`Region::cancel`] ran; `EINTR` when current has a fatal signal.
-    fn check_interrupted(&self) -> Result {
+    /// [`RegionError::Cancelled`] once [`Region::cancel`] ran; [`RegionError::Interrupted`]
+    /// when current has a fatal signal.
+    fn check_interrupted(&self) -> RegionResult {
         if self.cancelled.load(Acquire) {
-            return Err(ECANCELED);
+            return Err(RegionError::Cancelled);
         }
         // SAFETY: no preconditions; reads current's pending signals.
         if unsafe { vamr_fatal_signal_pending() } {
-            return Err(EINTR);
+            return Err(RegionError::Interrupted);
         }
         Ok(())
     }
@@ -697,8 +700,8 @@ impl Registration {
         };
         trace::register(region.start, region.npages, mode.write, pinned, err);
         match filled {
-            Ok(_) | Err(EFAULT) => Ok(()),
-            Err(e) => Err(e),
+            Ok(_) | Err(RegionError::NoPage) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 }

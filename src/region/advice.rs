@@ -5,7 +5,7 @@
 //! space, and never waits on user space (a fault that would wait becomes a fault request, and
 //! the advice ends there).
 
-use super::{Prefetch, Region};
+use super::{Prefetch, Region, RegionResult};
 use crate::mm_state::{Budget, Charge};
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
@@ -56,9 +56,9 @@ impl Region {
     /// has [`PREFETCHES_PER_REGION`] or its mm [`Budget::Prefetches`]'s bound queued;
     /// `ECANCELED` once the region is cancelled; `EFAULT` once it is dead; `ENOMEM`. Process
     /// context; may sleep (allocates); takes the region lock.
-    pub(crate) fn prefetch_async(&self, va: usize, len: usize, how: Prefetch) -> Result {
+    pub(crate) fn prefetch_async(&self, va: usize, len: usize, how: Prefetch) -> RegionResult {
         if how.write && !self.access.write {
-            return Err(EACCES);
+            return Err(EACCES.into());
         }
         self.offset_of(va, len)?;
         self.check_interrupted()?;
@@ -66,7 +66,7 @@ impl Region {
         {
             let mut inner = self.pages.lock();
             if inner.prefetches >= PREFETCHES_PER_REGION {
-                return Err(EBUSY);
+                return Err(EBUSY.into());
             }
             inner.prefetches += 1;
         }
@@ -92,7 +92,7 @@ impl Region {
             }
             Err(e) => {
                 self.pages.lock().prefetches -= 1;
-                Err(e)
+                Err(e.into())
             }
         }
     }

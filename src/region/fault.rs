@@ -5,7 +5,7 @@
 //! from the module's fault workqueue, while the access waits for it cancellably, so that
 //! deregistration always ends the wait (see `Documentation/vamr.rst`, "Pinning").
 
-use super::{Region, RegionInner};
+use super::{Region, RegionError, RegionInner, RegionResult};
 use crate::mm_state::{Budget, Charge, MmState};
 use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
@@ -61,12 +61,12 @@ impl Region {
         matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm().as_raw()))
     }
 
-    /// The state shared by the regions of the mm. Errors: `EFAULT` once the region is dead.
-    pub(super) fn mm_state(&self) -> Result<Arc<MmState>> {
+    /// The state shared by the regions of the mm. Errors: `Dead` once the region is dead.
+    pub(super) fn mm_state(&self) -> RegionResult<Arc<MmState>> {
         let inner = self.pages.lock();
         match &inner.slot {
             Some(slot) if !inner.dead => Ok(slot.state().clone()),
-            _ => Err(EFAULT),
+            _ => Err(RegionError::Dead),
         }
     }
 
@@ -76,8 +76,8 @@ impl Region {
     /// outstanding request ends). Does not wait.
     ///
     /// Errors: `EAGAIN` when the mm has [`Budget::FaultRequests`]'s bound of requests
-    /// outstanding; `EFAULT` once the region is dead; `ENOMEM`. Sleeps (allocates).
-    pub(super) fn request_fault(&self, idx: usize, write: bool) -> Result<u64> {
+    /// outstanding; `Dead` once the region is dead; `ENOMEM`. Sleeps (allocates).
+    pub(super) fn request_fault(&self, idx: usize, write: bool) -> RegionResult<u64> {
         let va = self.start + idx * PAGE_SIZE;
         let state = self.mm_state()?;
         let ticket = {
@@ -112,7 +112,7 @@ impl Region {
                 inner.fault_pending = false;
                 inner.faults_done += 1;
                 self.fault_done.notify_all();
-                return Err(e);
+                return Err(e.into());
             }
         };
         // A fresh box is never queued already: enqueueing it cannot fail.
@@ -128,14 +128,14 @@ impl Region {
     /// still missing).
     ///
     /// The wait ends when the request finished (success or not: the caller pins again), or
-    /// with `ECANCELED` when the region is cancelled (deregistration), `EFAULT` when it is
-    /// dead, `EINTR` when the caller has a signal pending (a process; device tasks get none).
+    /// with `Cancelled` when the region is cancelled (deregistration), `Dead` when it is
+    /// dead, `Interrupted` when the caller has a signal pending (a process; device tasks get none).
     /// A device task (the caller is not the owner process) counts against the mm's
     /// [`Budget::DeviceWaits`] while it waits: past that bound, `EAGAIN` at once. Other
     /// errors: as [`Region::request_fault`]. If the handler never answers, the request ends
     /// when the process closes its userfaultfd (at exit at the latest); the wait ends at
     /// cancellation in any case. Sleeps interruptibly.
-    pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> Result {
+    pub(super) fn wait_for_fault(&self, idx: usize, write: bool) -> RegionResult {
         let _waiting = if self.current_is_owner() {
             None
         } else {
@@ -148,13 +148,14 @@ impl Region {
 
     /// Sleeps on [`Region::fault_done`] (the `pages` lock held by `inner` is released while
     /// asleep) until `ready` holds: the wait of an access for a fault request, and of a pin
-    /// round for pages another round pins (`PinTurn`). Errors: `EFAULT` once the region is dead,
-    /// `ECANCELED` once it is cancelled (`Region::cancel` wakes the wait), `EINTR` on a signal.
+    /// round for pages another round pins (`PinTurn`). Errors: `Dead` once the region is dead,
+    /// `Cancelled` once it is cancelled (`Region::cancel` wakes the wait), `Interrupted` on a
+    /// signal ([`RegionError`]).
     pub(super) fn wait_fault_done(
         &self,
         inner: &mut MutexGuard<'_, RegionInner>,
         ready: impl Fn(&RegionInner) -> bool,
-    ) -> Result {
+    ) -> RegionResult {
         // Counted in before `cancelled` is read (Full), so that `cancel` wakes this wait (see
         // `Region::fault_waiters`).
         self.fault_waiters.fetch_add(1, Full);
@@ -164,13 +165,13 @@ impl Region {
             }
             // Cancelled first: teardown after a deregistration sets both.
             if self.cancelled.load(Acquire) {
-                break Err(ECANCELED);
+                break Err(RegionError::Cancelled);
             }
             if inner.dead {
-                break Err(EFAULT);
+                break Err(RegionError::Dead);
             }
             if self.fault_done.wait_interruptible(inner) {
-                break Err(EINTR);
+                break Err(RegionError::Interrupted);
             }
         };
         self.fault_waiters.fetch_sub(1, Relaxed);

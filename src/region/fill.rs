@@ -5,7 +5,7 @@
 //! `mmu_interval_read_retry()` protocol (see `Documentation/vamr.rst`, "Pinning").
 
 use super::table::{PagePin, TABLE_CHUNK};
-use super::{Region, RegionInner};
+use super::{Region, RegionError, RegionInner, RegionResult};
 use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, Pins, PIN_BATCH};
 use crate::stats::Kind;
 use crate::uapi;
@@ -163,16 +163,16 @@ impl Prefetch {
 impl Region {
     /// The next run `[i, j)` within `[idx, end)` of slots that a pin round in `mode` must fill
     /// (absent, suspect, or a read pin where `mode` writes), or `None` when there is none.
-    /// Errors: `EFAULT` when the region is dead.
+    /// Errors: `Dead` when the region is dead.
     pub(super) fn next_gap(
         &self,
         idx: usize,
         end: usize,
         mode: PinMode,
-    ) -> Result<Option<(usize, usize)>> {
+    ) -> RegionResult<Option<(usize, usize)>> {
         let inner = self.pages.lock();
         if inner.dead {
-            return Err(EFAULT);
+            return Err(RegionError::Dead);
         }
         let needs = |p: &Option<PagePin>| match p {
             None => true,
@@ -219,7 +219,7 @@ impl Region {
         count: usize,
         cause: PinCause,
         mode: PinMode,
-    ) -> Result<usize> {
+    ) -> RegionResult<usize> {
         // Registration's round runs before the registration is handed out, so nothing can
         // tear the region down meanwhile (teardown is the registration's `Drop`), and it is the
         // only one to fill the slots from `idx` on (no access or prefetch can reach the
@@ -280,18 +280,19 @@ impl Region {
         mut gap_end: usize,
         cause: PinCause,
         mode: PinMode,
-    ) -> Result<Next> {
+    ) -> RegionResult<Next> {
         let mut failed_migrations = 0;
         for attempt in 0..REPIN_ATTEMPTS {
             let round = self.round_begin();
             let va = self.start + st.idx * PAGE_SIZE;
             let (must, fault) = cause.needs(st.idx, gap_end);
-            let pins = match pin_user_range(mm, va, gap_end - st.idx, must, fault, mode) {
+            let pinned = pin_user_range(mm, va, gap_end - st.idx, must, fault, mode);
+            let pins = match pinned.map_err(RegionError::from_pin) {
                 Ok(pins) => pins,
-                Err(e) if e == EFAULT => return self.fill_skip(mm, st, first, va, cause, mode),
+                Err(RegionError::NoPage) => return self.fill_skip(mm, st, first, va, cause, mode),
                 // A failed migration out of a movable zone is tried again: see
                 // `MIGRATE_ATTEMPTS`. Counted as a lost race.
-                Err(e)
+                Err(RegionError::Errno(e))
                     if e == ENOMEM
                         && !cause.optional(st.idx)
                         && failed_migrations + 1 < MIGRATE_ATTEMPTS =>
@@ -348,11 +349,11 @@ impl Region {
         va: usize,
         cause: PinCause,
         mode: PinMode,
-    ) -> Result<Next> {
+    ) -> RegionResult<Next> {
         if matches!(cause, PinCause::Access { .. }) {
             if st.committed == 0 && st.idx == first {
                 self.stats.add(Kind::AccessFaults, 1);
-                return Err(EFAULT);
+                return Err(RegionError::NoPage);
             }
             return Ok(Next::Stop);
         }
@@ -372,7 +373,7 @@ impl Region {
         st: &FillState,
         cause: PinCause,
         mode: PinMode,
-    ) -> Result<usize> {
+    ) -> RegionResult<usize> {
         match cause {
             PinCause::Verify => self.stats.add(Kind::PinsSwapped, st.committed as u64),
             PinCause::OnDemand | PinCause::Access { .. } => {
@@ -384,7 +385,7 @@ impl Region {
             PinCause::Register => {}
         }
         if st.committed == 0 && st.faulted {
-            return Err(EFAULT);
+            return Err(RegionError::NoPage);
         }
         Ok(st.committed)
     }
@@ -429,8 +430,8 @@ impl Region {
     /// `read_begin` covered one of these pages; else every pin of the round is the page mapped
     /// now). Returns the number committed, or `None` when the round must be retried. Pins not
     /// committed, and the pins replaced, are dropped after the lock is released. Errors:
-    /// `EFAULT` (dead region), `ENOMEM`.
-    fn commit(&self, idx: usize, mut pins: Pins, round: Round) -> Result<Option<usize>> {
+    /// `Dead`, `ENOMEM`.
+    fn commit(&self, idx: usize, mut pins: Pins, round: Round) -> RegionResult<Option<usize>> {
         // Room for the pins that the commit displaces or does not use, allocated outside the
         // locks (no allocation under them), and only when a slot of the range is taken: a
         // round over absent slots (registration, fresh memory) allocates nothing here.
@@ -440,7 +441,7 @@ impl Region {
             let inner = self.pages.lock();
             if inner.dead {
                 drop(inner);
-                return Err(EFAULT);
+                return Err(RegionError::Dead);
             }
             if self.round_stale(&inner, round, idx, idx + n) {
                 drop(inner);
@@ -503,19 +504,20 @@ impl Region {
     /// breaking COW; or, with `nofault`, only the pages present in the page table, for reading.
     /// Returns the pages newly pinned (or upgraded to write pins).
     ///
-    /// Errors: as [`Region::copy_bounced`]'s range checks; `EACCES` for a write prefetch of a
-    /// read-only region; without `nofault`, `EFAULT` when no page of the range is pinned as
-    /// asked afterwards (nothing mapped, or the protection refuses the access); `ECANCELED`,
-    /// `EINTR`, `ENOMEM`; `EAGAIN` from [`Region::request_fault`]. A fault that would wait is
+    /// Errors ([`RegionError`]): as [`Region::copy_bounced`]'s range checks; `EACCES` for a
+    /// write prefetch of a read-only region; without `nofault`, `NoPage` when no page of the
+    /// range is pinned as asked afterwards (nothing mapped, or the protection refuses the
+    /// access); `Dead`, `Cancelled`, `Interrupted`, `ENOMEM`; `EAGAIN` from
+    /// [`Region::request_fault`]. A fault that would wait is
     /// delivered by a fault request: the owner waits for it (cancellably), a work item does not
     /// (it ends there). Sleeps; bounded as [`Region::fill`].
-    pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> Result<usize> {
+    pub(crate) fn prefetch(&self, va: usize, len: usize, how: Prefetch) -> RegionResult<usize> {
         if how.write && !self.access.write {
-            return Err(EACCES);
+            return Err(EACCES.into());
         }
         let off = self.offset_of(va, len)?;
         let (a, b) = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
-        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
+        let mm = self.mm().mmget_not_zero().ok_or(RegionError::Dead)?;
         let mode = PinMode {
             write: how.write,
             nofault: how.nofault,
@@ -528,13 +530,13 @@ impl Region {
                     pinned += n;
                     break;
                 }
-                Err(EFAULT) => break,
+                Err(RegionError::NoPage) => break,
                 // A fault that would wait (a userfault, I/O): a fault request delivers it. The
                 // owner (a synchronous advice, `/dev/vamr` PREFETCH) waits for it, cancellably,
                 // and goes on: each round resolves one fault or ends (cancellation, a signal,
                 // the region's death). A work item (asynchronous advice) does not wait: the
                 // request is its advice for that page, and it ends there.
-                Err(EBUSY) => match self.next_gap(a, b, mode)? {
+                Err(RegionError::NeedsFault) => match self.next_gap(a, b, mode)? {
                     Some((i, _)) if self.current_is_owner() => {
                         self.wait_for_fault(i, mode.write)?
                     }
@@ -552,7 +554,7 @@ impl Region {
         }
         let inner = self.pages.lock();
         if inner.dead {
-            return Err(EFAULT);
+            return Err(RegionError::Dead);
         }
         let usable = |p: &Option<PagePin>| matches!(p, Some(pin) if pin.usable(how.write));
         // At most `TABLE_CHUNK` slots per hold of the table lock.
@@ -564,7 +566,7 @@ impl Region {
             }
             from = to;
         }
-        Err(EFAULT)
+        Err(RegionError::NoPage)
     }
 }
 
@@ -595,10 +597,15 @@ impl<'a> PinTurn<'a> {
     /// Claims the unclaimed pages of `[a, b)` from `a` on (up to the first claim inside the
     /// range) and returns the claim with the end of what it covers. When page `a` itself is
     /// claimed by another round, waits for that claim to be given back (one batch of a round
-    /// that pins the same pages) if `wait`, else returns `None`. Errors: `ECANCELED` once the
-    /// region is cancelled (deregistration wakes the wait), `EFAULT` once it is dead, `EINTR`
-    /// on a signal, `ENOMEM`. Sleeps; no lock of the region may be held.
-    fn take(region: &'a Region, a: usize, b: usize, wait: bool) -> Result<Option<(Self, usize)>> {
+    /// that pins the same pages) if `wait`, else returns `None`. Errors: `Cancelled` once the
+    /// region is cancelled (deregistration wakes the wait), `Dead` once it is dead,
+    /// `Interrupted` on a signal, `ENOMEM`. Sleeps; no lock of the region may be held.
+    fn take(
+        region: &'a Region,
+        a: usize,
+        b: usize,
+        wait: bool,
+    ) -> RegionResult<Option<(Self, usize)>> {
         let mut inner = region.pages.lock();
         loop {
             if inner.pinning.overlaps(a, a + 1) {
@@ -642,15 +649,15 @@ impl Drop for PinTurn<'_> {
 pub(super) struct FillGuard<'a>(&'a Region);
 
 impl<'a> FillGuard<'a> {
-    /// Counts a pin round in. Errors: `EFAULT` when the region is dead, `ECANCELED` when it is
+    /// Counts a pin round in. Errors: `Dead` when the region is dead, `Cancelled` when it is
     /// cancelled (teardown sets both before it waits, so no round starts after that).
-    pub(super) fn enter(region: &'a Region) -> Result<Self> {
+    pub(super) fn enter(region: &'a Region) -> RegionResult<Self> {
         let mut inner = region.pages.lock();
         if inner.dead {
-            return Err(EFAULT);
+            return Err(RegionError::Dead);
         }
         if region.cancelled.load(Acquire) {
-            return Err(ECANCELED);
+            return Err(RegionError::Cancelled);
         }
         inner.fills += 1;
         Ok(FillGuard(region))

@@ -4,7 +4,7 @@
 //! the pins, under the region's table spinlock once per run of pages (one packet), pinning on
 //! demand what is absent (see `Documentation/vamr.rst`, "Access").
 
-use super::{PinCause, Region, REPIN_ATTEMPTS};
+use super::{PinCause, Region, RegionError, RegionResult, REPIN_ATTEMPTS};
 use crate::pin::{PinMode, PIN_BATCH};
 use crate::stats::{self, Extra, Kind};
 use core::ptr::NonNull;
@@ -154,10 +154,11 @@ impl Region {
     /// [`ROUND_MAX`] pages in GUP calls of at most [`PIN_BATCH`] (see [`AheadWindow`]), then the
     /// runs go on.
     ///
-    /// Errors: `EFAULT` when nothing is mapped at a page, the protection forbids the access, or
-    /// the region is dead (process exit); `ECANCELED` once the region is cancelled
+    /// Errors ([`RegionError`]): `NoPage` when nothing is mapped at a page or the protection
+    /// forbids the access; `Dead` (process exit); `Cancelled` once the region is cancelled
     /// (deregistration); `EAGAIN` when invalidations keep winning against the pins of one page
-    /// ([`REPIN_ATTEMPTS`] slow rounds without progress); `EINTR`, `ENOMEM`. On error, the
+    /// ([`REPIN_ATTEMPTS`] slow rounds without progress), or past a bound on fault requests;
+    /// `Interrupted`, `ENOMEM`. On error, the
     /// pieces before the failing page were done. Sleeps (slow path only).
     fn access(
         &self,
@@ -165,14 +166,15 @@ impl Region {
         len: usize,
         write: bool,
         mut f: impl FnMut(NonNull<bindings::page>, usize, usize, usize),
-    ) -> Result {
+    ) -> RegionResult {
         let last = (off + len - 1) / PAGE_SIZE;
         let mut done = 0;
         let mut misses = 0;
         while done < len {
             // One load of a flag that is written once: no shared line is dirtied.
             if self.cancelled.load(Acquire) {
-                return Err(self.access_error(off + done, len, write, ECANCELED));
+                let e = RegionError::Cancelled;
+                return Err(self.access_error(off + done, len, write, e));
             }
             let before = done;
             {
@@ -202,7 +204,8 @@ impl Region {
             }
             misses += 1;
             if misses > REPIN_ATTEMPTS {
-                return Err(self.access_error(off + done, len, write, EAGAIN));
+                let e = RegionError::Errno(EAGAIN);
+                return Err(self.access_error(off + done, len, write, e));
             }
             if let Err(e) = self.pin_for_access((off + done) / PAGE_SIZE, last, write) {
                 return Err(self.access_error(off + done, len, write, e));
@@ -213,7 +216,7 @@ impl Region {
 
     /// Reports a failed access (trace event `vamr_access_error`) at byte offset `off` from
     /// `start`, of an access of `len` bytes, and returns `err`.
-    fn access_error(&self, off: usize, len: usize, write: bool, err: Error) -> Error {
+    fn access_error(&self, off: usize, len: usize, write: bool, err: RegionError) -> RegionError {
         crate::trace::access_error(self.start, self.start + off, len, write, err.to_errno());
         err
     }
@@ -225,10 +228,10 @@ impl Region {
     /// faulting in only the access's pages and the region's [`AheadWindow`] from `idx`. Success
     /// does not promise a usable pin (an invalidation may have won): the caller looks again.
     /// Errors: as [`Region::access`]. Sleeps.
-    fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> Result {
+    fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> RegionResult {
         // The slow path's cost, for the benchmark (`stats::Extra`; clocks only when it asks).
         let clock = stats::RoundClock::start();
-        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
+        let mm = self.mm().mmget_not_zero().ok_or(RegionError::Dead)?;
         let mode = PinMode {
             write,
             nofault: false,
@@ -275,7 +278,7 @@ impl Region {
             // pinned the access's first pages before it met the fault: the request is for the
             // first page of the access still without a usable pin (as a prefetch's), not for
             // `idx` (which would be a request for a present page, then a second one).
-            Err(EBUSY) => match self.next_gap(idx, last + 1, mode)? {
+            Err(RegionError::NeedsFault) => match self.next_gap(idx, last + 1, mode)? {
                 Some((i, _)) => self.wait_for_fault(i, write),
                 None => Ok(()),
             },
@@ -339,15 +342,14 @@ impl Region {
     /// the region's locks and may sleep or fault.
     ///
     /// Errors: `EINVAL` (range outside the region), `EACCES` (write to a read-only region),
-    /// `EFAULT`, `ECANCELED`, `EAGAIN` (see [`Region::access`]), `EINTR` (fatal signal),
-    /// `ENOMEM`, and the errors of `chunk`. On error some bytes may have been copied. Sleeps.
+    /// and those of [`Region::access`] and of `chunk`. On error some bytes may have been copied. Sleeps.
     pub(crate) fn copy_bounced(
         &self,
         va: usize,
         len: usize,
         dir: Dir,
         mut chunk: impl FnMut(&mut [u8]) -> Result,
-    ) -> Result {
+    ) -> RegionResult {
         let off = self.check_copy(va, len, dir)?;
         let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len), GFP_KERNEL)?;
         let mut done = 0;
@@ -384,7 +386,7 @@ impl Region {
     ///
     /// `ptr` must be valid for `len` bytes (writes for [`Dir::Read`], reads for [`Dir::Write`])
     /// and not point into the region's pages.
-    fn copy_kernel(&self, va: usize, len: usize, dir: Dir, ptr: *mut u8) -> Result {
+    fn copy_kernel(&self, va: usize, len: usize, dir: Dir, ptr: *mut u8) -> RegionResult {
         let off = self.check_copy(va, len, dir)?;
         let mut res = Ok(());
         self.access(off, len, dir == Dir::Write, |page, in_page, done, n| {
@@ -405,13 +407,13 @@ impl Region {
 
     /// Copies from the region at `va` into the kernel buffer `buf` (`buf.len()` bytes), straight
     /// from the pinned pages. Errors and context: as [`Region::copy_bounced`].
-    pub(crate) fn read_into(&self, va: usize, buf: &mut [u8]) -> Result {
+    pub(crate) fn read_into(&self, va: usize, buf: &mut [u8]) -> RegionResult {
         self.copy_kernel(va, buf.len(), Dir::Read, buf.as_mut_ptr())
     }
 
     /// Copies the kernel buffer `buf` into the region at `va`, straight into the pinned pages.
     /// Errors and context: as [`Region::copy_bounced`].
-    pub(crate) fn write_from(&self, va: usize, buf: &[u8]) -> Result {
+    pub(crate) fn write_from(&self, va: usize, buf: &[u8]) -> RegionResult {
         // Only read through: `Dir::Write` copies from the buffer into the pages.
         self.copy_kernel(va, buf.len(), Dir::Write, buf.as_ptr().cast_mut())
     }
@@ -422,9 +424,9 @@ impl Region {
     /// Errors: `EINVAL` (misaligned or outside), `EACCES` (read-only region), and those of
     /// [`Region::access`]. Sleeps (may pin on demand); the atomic itself runs under the table
     /// lock.
-    pub(crate) fn atomic(&self, va: usize, op: AtomicOp) -> Result<u64> {
+    pub(crate) fn atomic(&self, va: usize, op: AtomicOp) -> RegionResult<u64> {
         if va % 8 != 0 {
-            return Err(EINVAL);
+            return Err(EINVAL.into());
         }
         let off = self.check_copy(va, 8, Dir::Write)?;
         let mut old = 0;

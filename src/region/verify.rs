@@ -4,7 +4,7 @@
 //! the page table without faulting, and keep, replace or drop each (see `Documentation/vamr.rst`,
 //! "Verify pass"). Run by the mm's verify work ([`crate::mm_state::MmState`]).
 
-use super::{FillGuard, PinCause, Region, REPIN_ATTEMPTS};
+use super::{FillGuard, PinCause, Region, RegionError, RegionResult, REPIN_ATTEMPTS};
 use crate::notifier::Mapped;
 use crate::pin::{PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::Kind;
@@ -39,7 +39,7 @@ impl Region {
                 // A dead region has nothing left to verify; otherwise (`ENOMEM`) the pins not
                 // yet verified stay suspect: put their range back and queue the region again,
                 // so that pages the process released are not kept pinned until an access.
-                if e != EFAULT {
+                if e != RegionError::Dead {
                     self.requeue_suspect(i, b);
                 }
                 return;
@@ -59,9 +59,9 @@ impl Region {
     /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see
     /// [`Region::verify`]. Three steps: a snapshot of the page table (taken again while
     /// invalidations race with it), the classification of each suspect pin against it under
-    /// the region lock, then the pins of the pages mapped now. Errors: `EFAULT` (dead),
-    /// `ENOMEM`, `ECANCELED`, `EINTR`.
-    fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> Result {
+    /// the region lock, then the pins of the pages mapped now. Errors: `Dead`, `ENOMEM`,
+    /// `Cancelled`, `Interrupted`.
+    fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> RegionResult {
         let n = j - i;
         let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL)?;
         // Unpinned after the lock is released; room for every pin of the batch.
@@ -75,7 +75,7 @@ impl Region {
                 .snapshot(round.seq(), self.start + i * PAGE_SIZE, &mut pfns);
             let inner = self.pages.lock();
             if inner.dead {
-                return Err(EFAULT);
+                return Err(RegionError::Dead);
             }
             let stale = match snap {
                 Ok(()) => self.round_stale(&inner, round, i, j),
@@ -157,8 +157,8 @@ impl Region {
 
     /// Pins the pages mapped now in slots `[swap.0, swap.1)` in place of the old ones, without
     /// faulting: what is not present stays absent, pinned by the next access that needs it.
-    /// Returns the pages pinned. Errors: as [`Region::fill`] but `EFAULT` (nothing pinned).
-    fn swap_in(&self, mm: &MmWithUser, swap: (usize, usize)) -> Result<usize> {
+    /// Returns the pages pinned. Errors: as [`Region::fill`] but `NoPage` (nothing pinned).
+    fn swap_in(&self, mm: &MmWithUser, swap: (usize, usize)) -> RegionResult<usize> {
         if swap.0 >= swap.1 {
             return Ok(0);
         }
@@ -169,7 +169,7 @@ impl Region {
         };
         match self.fill(mm, swap.0, swap.1 - swap.0, PinCause::Verify, mode) {
             Ok(n) => Ok(n),
-            Err(EFAULT) => Ok(0),
+            Err(RegionError::NoPage) => Ok(0),
             Err(e) => Err(e),
         }
     }
