@@ -117,7 +117,7 @@ pub(crate) struct MmState {
     mm: ARef<Mm>,
     /// Regions with suspect pins, waiting for the verify work. Lock rules: taken by the
     /// invalidate callback inside the region lock, so held only to push or pop one entry (no
-    /// allocation, no sleeping). Order: `Region::pages` → `MmState::pending`.
+    /// allocation, no sleeping). Order: `Region::inner` → `MmState::pending`.
     #[pin]
     pending: SpinLock<List<Region>>,
     #[pin]

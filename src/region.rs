@@ -31,8 +31,8 @@ use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
-use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, SpinLock};
-use kernel::{new_condvar, new_mutex, new_spinlock};
+use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, MutexGuard};
+use kernel::{new_condvar, new_mutex};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
@@ -56,7 +56,7 @@ struct Tag {
     events: Option<Arc<EventQueue>>,
 }
 
-/// The fields of a region that its [`Region::pages`] mutex protects, as binder's `ProcessInner`
+/// The fields of a region that its [`Region::inner`] mutex protects, as binder's `ProcessInner`
 /// is the part of a `Process` under its lock.
 ///
 /// The pin table has a lock of its own ([`Region::table`], a spinlock, for the data path), but
@@ -81,7 +81,7 @@ struct RegionInner {
     /// The page ranges `[a, b)` that pin rounds of this region (but registration's) are
     /// pinning now (see `PinTurn`): no two overlap, so that two rounds never pin the same
     /// pages at the same moment (their migrations out of a movable zone would fail each
-    /// other). A round whose pages overlap one waits on [`Region::fault_done`]. At most one
+    /// other). A round whose pages overlap one waits on [`Region::claim_free`]. At most one
     /// claim per such round in progress.
     pinning: PinClaims,
     /// The page ranges of the latest invalidations, numbered by [`Region::generation`] (see
@@ -110,7 +110,7 @@ pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
 use inval_log::InvalLog;
 pub(crate) use io::{AtomicOp, Dir};
-use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
+use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
 
 /// A registered VA range with virtual-address semantics.
 ///
@@ -118,7 +118,7 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///
 /// - `[start, start + npages * PAGE_SIZE)` is the page-aligned cover of the registered byte
 ///   range `[addr, addr + len)`, below `TASK_SIZE`; `npages` pages are charged to
-///   `mm->pinned_vm`, and `pages.slot` holds one slot under the mm's region limit, until
+///   `mm->pinned_vm`, and `inner.slot` holds one slot under the mm's region limit, until
 ///   [`Region::teardown`].
 /// - `notifier` is inserted over the page range from [`Region::register`] until
 ///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown:
@@ -133,12 +133,12 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///   out) under `table` before it returns, and an access copies only through pins it found
 ///   usable under `table`, holding it for the copy: so no page is touched after the
 ///   invalidation that covered it returned, until the page table was read again and showed the
-///   same page at the VA. Slots of `table` change only with both `pages` and `table` held.
+///   same page at the VA. Slots of `table` change only with both `inner` and `table` held.
 ///   Every suspect pin lies in `pages.suspect`, and the region is then queued on its mm's
 ///   verify queue (or the pass that will clear it is running).
 /// - `generation` counts the invalidate callbacks that reached the region; each records its
-///   page range in `pages.inval_log` under the number it had before, and stores the new count
-///   (Release) after its `set_seq`, all under `pages` (the [`InvalLog`] invariants).
+///   page range in `inner.inval_log` under the number it had before, and stores the new count
+///   (Release) after its `set_seq`, all under `inner` (the [`InvalLog`] invariants).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
@@ -149,52 +149,48 @@ use table::{PinTable, PinnedVmCharge, TABLE_CHUNK};
 ///
 /// # Lock order
 ///
-/// `pages` (mutex) first; under it, any one of `table` (spinlock), the events ring of
-/// `events` (`EventQueue`'s spinlock, taken by `invalidate` to push a record) and the
-/// verify queue of the mm's state (`MmState::pending`, reached through `pages.slot`). `table`
-/// is innermost: nothing is taken under it. The order is written again next to each lock.
+/// Written here once (`Documentation/vamr.rst`, "Locking", has the module-wide order):
+/// `mmap_lock` (or reclaim) → [`Region::inner`] → one of [`Region::table`], the events ring
+/// (`EventQueue`'s spinlock, an invalidation pushes its record), the mm's verify queue
+/// (`MmState::pending`), or the folio/mapping locks of `set_page_dirty()` when an invalidation
+/// unpins. `table` is innermost: nothing is taken under it.
 #[pin_data]
 pub(crate) struct Region {
     /// The subscription over `[start, start + npages * PAGE_SIZE)`; holds the mm.
     #[pin]
     notifier: IntervalNotifier<Region>,
-    /// Bookkeeping ([`RegionInner`]: fills, suspect range, death, fault requests). Lock rules:
-    /// taken by the invalidate callback, which can run under reclaim and with `mmap_lock` or
-    /// folio locks held, so while holding it: no `GFP_KERNEL` allocation, no GUP, no
-    /// `mmap_lock`, no user copies (they may fault), nothing that sleeps for long. Every writer
-    /// of [`Region::table`] holds it: it serialises invalidations, commits, the verify pass and
-    /// teardown.
-    ///
-    /// Lock order: the outermost lock of the region. Taken under it: `table`; the events ring
-    /// (`EventQueue`'s spinlock, an invalidation pushes its record); the mm's verify queue
-    /// (`MmState::pending`); and the folio/mapping locks of `set_page_dirty()` when an
-    /// invalidation unpins. Never taken under any of them.
+    /// Bookkeeping ([`RegionInner`]: fills, suspect range, death, fault requests, claims, the
+    /// invalidation log). Lock rules: taken by the invalidate callback, which can run under
+    /// reclaim and with `mmap_lock` or folio locks held, so while holding it: no `GFP_KERNEL`
+    /// allocation, no GUP, no `mmap_lock`, no user copies (they may fault), nothing that
+    /// sleeps for long. Every writer of [`Region::table`] shows its guard
+    /// ([`TableLock::write`]): it serialises invalidations, commits, the verify pass and
+    /// teardown. The outermost lock of the region (see the lock order above).
     #[pin]
-    pages: Mutex<RegionInner>,
-    /// The pins ([`PinTable`]). The data path's read side: an access takes only this lock,
-    /// once per run of up to [`io::RUN_PAGES`] pages, and copies through the pins it finds
-    /// usable while holding it; so it never sleeps and touches no shared line but the
-    /// region's own. Writers hold `pages` too. Held for at most [`TABLE_CHUNK`] slots or one
-    /// run; nothing that sleeps, allocates or faults runs under it, and no pin is released
-    /// under it (pins taken out are released after it is dropped).
-    ///
-    /// Lock order: innermost. Taken alone (the data path) or under `pages` (every writer);
-    /// nothing is taken under it.
+    inner: Mutex<RegionInner>,
+    /// The pins ([`PinTable`]) behind their spinlock ([`TableLock`]: its lock rules). The data
+    /// path's read side: an access takes only this lock, once per run of up to
+    /// [`io::RUN_PAGES`] pages, and copies through the pins it finds usable while holding it;
+    /// so it never sleeps and touches no shared line but the region's own.
     #[pin]
-    table: SpinLock<PinTable>,
-    /// Signalled when `pages.fills` drops to 0 in a dead region (teardown, the only waiter,
+    table: TableLock,
+    /// Signalled when `inner.fills` drops to 0 in a dead region (teardown, the only waiter,
     /// marks the region dead before it waits).
     #[pin]
     idle: CondVar,
-    /// Signalled when a fault request finished, when a pin round gives its pages back
-    /// (`RegionInner::pinning`), and when the region is cancelled.
+    /// Signalled when a fault request finished (`RegionInner::faults_done` moved), and when
+    /// the region is cancelled.
     #[pin]
     fault_done: CondVar,
+    /// Signalled when a pin round gives its claim back (`RegionInner::pinning`), and when the
+    /// region is cancelled.
+    #[pin]
+    claim_free: CondVar,
     /// Accesses waiting on `fault_done` (see [`Region::wait_for_fault`]) and pin rounds waiting
-    /// for pages another round pins (see `PinTurn`). A waiter counts
+    /// on `claim_free` for pages another round pins (see `PinTurn`). A waiter counts
     /// itself in, with a full barrier, before it reads `cancelled`; [`Region::cancel`] sets
     /// `cancelled`, with a full barrier, before it reads this count, and wakes the waiters
-    /// (under the `pages` lock) only when it is not 0: so either the waiter sees `cancelled`,
+    /// (under the `inner` lock) only when it is not 0: so either the waiter sees `cancelled`,
     /// or `cancel` sees the waiter, and a deregistration with nobody waiting takes no lock.
     fault_waiters: Atomic<u32>,
     /// Membership in the mm's verify queue (`MmState`).
@@ -224,7 +220,7 @@ pub(crate) struct Region {
     cancelled: Atomic<bool>,
     /// Invalidations that reached this region (all kinds): the generation of events and
     /// queries, and the numbering of [`RegionInner::inval_log`]. Written only by the invalidate
-    /// callback, under `pages`, with Release after its `set_seq` (see `Region::round_begin`).
+    /// callback, under `inner`, with Release after its `set_seq` (see `Region::round_begin`).
     generation: Atomic<u64>,
     /// The on-demand window of accesses (a hint, see [`io::AheadWindow`]).
     ahead: io::AheadWindow,
@@ -243,9 +239,9 @@ impl InvalidateHandler for Region {
     /// is not blockable and the region lock is taken.
     fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
         let mut inner = if range.blockable() {
-            self.pages.lock()
+            self.inner.lock()
         } else {
-            match self.pages.try_lock() {
+            match self.inner.try_lock() {
                 Some(g) => g,
                 None => {
                     self.stats.add(Kind::InvalidationsRefused, 1);
@@ -257,7 +253,7 @@ impl InvalidateHandler for Region {
         let event = range.event();
         self.stats.invalidation(event);
         let (a, b) = self.page_span(range.start(), range.end());
-        // Only invalidations change `generation`, under `pages`: this is its value.
+        // Only invalidations change `generation`, under `inner`: this is its value.
         let k = self.generation.load(Relaxed);
         inner.inval_log.record(k, a, b);
         // Release: a pin round that reads the new count (Acquire, `Region::round_begin`)
@@ -267,7 +263,7 @@ impl InvalidateHandler for Region {
         self.push_event(range, event);
         let r = (range.start(), range.end());
         if !event.mapping_survives() {
-            let dropped = self.unpin_now(a, b, range.blockable());
+            let dropped = self.unpin_now(&inner, a, b, range.blockable());
             trace::invalidate(self.start, r, event, 0, dropped, range.blockable());
             if event == Event::Release {
                 inner.dead = true;
@@ -275,7 +271,7 @@ impl InvalidateHandler for Region {
             }
             return true;
         }
-        let marked = self.mark_suspect(a, b, range.blockable());
+        let marked = self.mark_suspect(&inner, a, b, range.blockable());
         trace::invalidate(self.start, r, event, marked, 0, range.blockable());
         if marked > 0 && !inner.dead {
             self.queue_suspect(&mut inner, a, b);
@@ -304,16 +300,22 @@ impl Region {
 
     /// The pages of slots `[a, b)` leave the VA for good (munmap, process exit): unpins them
     /// now, taking the pins out of the table a few at a time and releasing them outside its
-    /// lock. Returns the pins dropped. Called by the invalidate callback with `pages` held;
+    /// lock. Returns the pins dropped. Called by the invalidate callback with `inner` held;
     /// a resched point per chunk when `blockable`.
-    fn unpin_now(&self, a: usize, b: usize, blockable: bool) -> usize {
+    fn unpin_now(
+        &self,
+        inner: &MutexGuard<'_, RegionInner>,
+        a: usize,
+        b: usize,
+        blockable: bool,
+    ) -> usize {
         let mut dropped = 0;
         let mut idx = a;
         while idx < b {
             let mut out: [Option<PinnedPage>; 32] = [const { None }; 32];
             let mut n = 0;
             {
-                let mut table = self.table.lock();
+                let mut table = self.table.write(inner);
                 let stop = b.min(idx + TABLE_CHUNK).min(table.len());
                 while idx < stop && n < out.len() {
                     if let Some(pin) = table[idx].take() {
@@ -332,7 +334,7 @@ impl Region {
                 dropped += 1;
             }
             // A user sizes this loop (a region of millions of pages): a resched point per
-            // batch where the invalidation may sleep, as `pages` is a mutex. A non-blockable
+            // batch where the invalidation may sleep, as `inner` is a mutex. A non-blockable
             // one (the OOM reaper) runs through without, as ODP's does.
             if blockable {
                 crate::pin::cond_resched();
@@ -346,14 +348,20 @@ impl Region {
     /// The mapping of slots `[a, b)` may stay as it is (a page-table split, write protection,
     /// a failed migration) or change: marks their pins suspect, which stops accesses through
     /// them now and keeps the pins (each old page stays allocated) for the verify pass to
-    /// decide. Returns the pins marked. Called by the invalidate callback with `pages` held;
+    /// decide. Returns the pins marked. Called by the invalidate callback with `inner` held;
     /// a resched point per chunk when `blockable`.
-    fn mark_suspect(&self, a: usize, b: usize, blockable: bool) -> usize {
+    fn mark_suspect(
+        &self,
+        inner: &MutexGuard<'_, RegionInner>,
+        a: usize,
+        b: usize,
+        blockable: bool,
+    ) -> usize {
         let mut marked = 0;
         let mut idx = a;
         while idx < b {
             let end = b.min(idx + TABLE_CHUNK);
-            let mut table = self.table.lock();
+            let mut table = self.table.write(inner);
             if let Some(chunk) = table.get_mut(idx..end) {
                 for pin in chunk.iter_mut().flatten() {
                     pin.set_suspect(true);
@@ -370,7 +378,7 @@ impl Region {
     }
 
     /// Widens the suspect range to cover `[a, b)` and queues the region on its mm's verify
-    /// queue. `inner` is the held `pages` lock of a region that is not dead. Does not sleep or
+    /// queue. `inner` is the held `inner` lock of a region that is not dead. Does not sleep or
     /// allocate (the invalidate callback calls it).
     fn queue_suspect(&self, inner: &mut RegionInner, a: usize, b: usize) {
         let (sa, sb) = inner.suspect;
@@ -457,7 +465,7 @@ impl Region {
         {
             // SAFETY: `fs_reclaim_acquire`/`release` only annotate lockdep; paired here.
             unsafe { kernel::bindings::fs_reclaim_acquire(kernel::bindings::GFP_KERNEL) };
-            drop(region.pages.lock());
+            drop(region.inner.lock());
             // SAFETY: pairs with the acquire above.
             unsafe { kernel::bindings::fs_reclaim_release(kernel::bindings::GFP_KERNEL) };
         }
@@ -484,7 +492,7 @@ impl Region {
         let npages = table.len();
         pin_init!(Region {
             notifier <- IntervalNotifier::new(mm),
-            pages <- new_mutex!(
+            inner <- new_mutex!(
                 RegionInner {
                     fills: 0,
                     suspect: (0, 0),
@@ -496,11 +504,12 @@ impl Region {
                     inval_log: InvalLog::new(),
                     slot: Some(mm_slot),
                 },
-                "vamr_region_pages"
+                "vamr_region_inner"
             ),
-            table <- new_spinlock!(table, "vamr_region_table"),
+            table <- TableLock::new(table),
             idle <- new_condvar!("vamr_region_idle"),
             fault_done <- new_condvar!("vamr_region_fault_done"),
+            claim_free <- new_condvar!("vamr_region_claim_free"),
             verify_links <- ListLinks::new(),
             verify_track <- AtomicTracker::new(),
             addr,
@@ -573,9 +582,11 @@ impl Region {
         // Full: the store is ordered before the load of `fault_waiters` (see there).
         self.cancelled.xchg(true, Full);
         if self.fault_waiters.load(Relaxed) != 0 {
-            // Wake accesses waiting for a fault request (they check `cancelled` under the lock).
-            let _guard = self.pages.lock();
+            // Wake the waits for a fault request or a claim (they check `cancelled` under the
+            // lock).
+            let _guard = self.inner.lock();
             self.fault_done.notify_all();
+            self.claim_free.notify_all();
         }
     }
 
@@ -608,7 +619,7 @@ impl Region {
             self.cancel();
         }
         let (pins, slot) = {
-            let mut inner = self.pages.lock();
+            let mut inner = self.inner.lock();
             // The slot is there until the first teardown takes it.
             let Some(slot) = inner.slot.take() else {
                 return;
@@ -622,7 +633,7 @@ impl Region {
                 self.idle.wait(&mut inner);
             }
             inner.suspect = (0, 0);
-            (core::mem::take(&mut *self.table.lock()), slot)
+            (core::mem::take(&mut *self.table.write(&inner)), slot)
         };
         self.notifier.remove();
         let dropped = pins.unpin_all();

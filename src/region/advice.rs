@@ -42,7 +42,7 @@ impl WorkItem for PrefetchWork {
     /// prefetch drops them), then gives its units back.
     fn run(this: Pin<KBox<PrefetchWork>>) {
         let _ = this.region.prefetch(this.va, this.len, this.how);
-        this.region.pages.lock().prefetches -= 1;
+        this.region.inner.lock().prefetches -= 1;
     }
 }
 
@@ -64,7 +64,7 @@ impl Region {
         self.check_interrupted()?;
         let charge = self.mm_state()?.charge(Budget::Prefetches)?;
         {
-            let mut inner = self.pages.lock();
+            let mut inner = self.inner.lock();
             if inner.prefetches >= PREFETCHES_PER_REGION {
                 return Err(EBUSY.into());
             }
@@ -91,7 +91,7 @@ impl Region {
                 Ok(())
             }
             Err(e) => {
-                self.pages.lock().prefetches -= 1;
+                self.inner.lock().prefetches -= 1;
                 Err(e.into())
             }
         }

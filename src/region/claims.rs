@@ -8,7 +8,7 @@
 use kernel::prelude::*;
 
 /// The claimed page index ranges `[a, b)` of a region, no two overlapping. Lives under the
-/// region's `pages` lock; it never allocates there (an invalidation takes that lock under
+/// region's `inner` lock; it never allocates there (an invalidation takes that lock under
 /// reclaim): room is made with [`PinClaims::make_room`] from a vector allocated without it.
 pub(super) struct PinClaims {
     ranges: KVec<(usize, usize)>,

@@ -11,7 +11,7 @@ use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Full, Relaxed};
-use kernel::sync::{Arc, ArcBorrow, MutexGuard};
+use kernel::sync::{Arc, ArcBorrow, CondVar, MutexGuard};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 /// A fault delivered from the module's fault workqueue on behalf of an access that must not
@@ -47,7 +47,7 @@ impl WorkItem for FaultRequest {
                 let _ = crate::pin::fault_in(&mm, this.va, this.write);
             }
         }
-        let mut inner = region.pages.lock();
+        let mut inner = region.inner.lock();
         inner.fault_pending = false;
         inner.faults_done += 1;
         region.fault_done.notify_all();
@@ -63,7 +63,7 @@ impl Region {
 
     /// The state shared by the regions of the mm. Errors: `Dead` once the region is dead.
     pub(super) fn mm_state(&self) -> RegionResult<Arc<MmState>> {
-        let inner = self.pages.lock();
+        let inner = self.inner.lock();
         match &inner.slot {
             Some(slot) if !inner.dead => Ok(slot.state().clone()),
             _ => Err(RegionError::Dead),
@@ -81,7 +81,7 @@ impl Region {
         let va = self.start + idx * PAGE_SIZE;
         let state = self.mm_state()?;
         let ticket = {
-            let mut inner = self.pages.lock();
+            let mut inner = self.inner.lock();
             if inner.fault_pending {
                 return Ok(inner.faults_done);
             }
@@ -108,7 +108,7 @@ impl Region {
             Err(e) => {
                 // Counted as finished: accesses that joined this request meanwhile wait for
                 // `faults_done` to move, and pin again (asking themselves).
-                let mut inner = self.pages.lock();
+                let mut inner = self.inner.lock();
                 inner.fault_pending = false;
                 inner.faults_done += 1;
                 self.fault_done.notify_all();
@@ -142,17 +142,20 @@ impl Region {
             Some(self.mm_state()?.charge(Budget::DeviceWaits)?)
         };
         let ticket = self.request_fault(idx, write)?;
-        let mut inner = self.pages.lock();
-        self.wait_fault_done(&mut inner, |inner| inner.faults_done != ticket)
+        let mut inner = self.inner.lock();
+        self.wait_on(&self.fault_done, &mut inner, |inner| {
+            inner.faults_done != ticket
+        })
     }
 
-    /// Sleeps on [`Region::fault_done`] (the `pages` lock held by `inner` is released while
-    /// asleep) until `ready` holds: the wait of an access for a fault request, and of a pin
-    /// round for pages another round pins (`PinTurn`). Errors: `Dead` once the region is dead,
+    /// Sleeps on `cond` (the region lock held by `inner` is released while asleep) until
+    /// `ready` holds: the wait of an access for a fault request ([`Region::fault_done`]), and
+    /// of a pin round for pages another round pins ([`Region::claim_free`], `PinTurn`). Errors: `Dead` once the region is dead,
     /// `Cancelled` once it is cancelled (`Region::cancel` wakes the wait), `Interrupted` on a
     /// signal ([`RegionError`]).
-    pub(super) fn wait_fault_done(
+    pub(super) fn wait_on(
         &self,
+        cond: &CondVar,
         inner: &mut MutexGuard<'_, RegionInner>,
         ready: impl Fn(&RegionInner) -> bool,
     ) -> RegionResult {
@@ -170,7 +173,7 @@ impl Region {
             if inner.dead {
                 break Err(RegionError::Dead);
             }
-            if self.fault_done.wait_interruptible(inner) {
+            if cond.wait_interruptible(inner) {
                 break Err(RegionError::Interrupted);
             }
         };

@@ -170,7 +170,7 @@ impl Region {
         end: usize,
         mode: PinMode,
     ) -> RegionResult<Option<(usize, usize)>> {
-        let inner = self.pages.lock();
+        let inner = self.inner.lock();
         if inner.dead {
             return Err(RegionError::Dead);
         }
@@ -183,7 +183,7 @@ impl Region {
         let mut from = idx;
         while from < end {
             let to = end.min(from + TABLE_CHUNK);
-            let table = self.table.lock();
+            let table = self.table.read();
             if let Some(i) = table[from..to].iter().position(needs) {
                 let i = from + i;
                 let cut = end.min(i + PIN_BATCH);
@@ -408,7 +408,7 @@ impl Region {
     /// page table only inside its own range, and the rest were either over before `read_begin`
     /// returned (it waited for them: their count was seen, so their `set_seq` was) or are in
     /// the log; so when this is false, every page read is the page mapped now. `inner` is the
-    /// held `pages` lock, under which invalidations record their ranges and count.
+    /// held `inner` lock, under which invalidations record their ranges and count.
     ///
     /// [`InvalLog`]: super::InvalLog
     pub(super) fn round_stale(
@@ -438,7 +438,7 @@ impl Region {
         let mut extra: KVec<PinnedPage> = KVec::new();
         let n = pins.len();
         let (inner, mut table, absent) = loop {
-            let inner = self.pages.lock();
+            let inner = self.inner.lock();
             if inner.dead {
                 drop(inner);
                 return Err(RegionError::Dead);
@@ -447,7 +447,7 @@ impl Region {
                 drop(inner);
                 return Ok(None);
             }
-            let table = self.table.lock();
+            let table = self.table.write(&inner);
             let absent = table[idx..idx + n].iter().all(Option::is_none);
             if absent || extra.capacity() >= n {
                 break (inner, table, absent);
@@ -552,7 +552,7 @@ impl Region {
         if how.nofault {
             return Ok(pinned);
         }
-        let inner = self.pages.lock();
+        let inner = self.inner.lock();
         if inner.dead {
             return Err(RegionError::Dead);
         }
@@ -561,7 +561,7 @@ impl Region {
         let mut from = a;
         while from < b {
             let to = b.min(from + TABLE_CHUNK);
-            if self.table.lock()[from..to].iter().any(usable) {
+            if self.table.read()[from..to].iter().any(usable) {
                 return Ok(pinned);
             }
             from = to;
@@ -589,7 +589,7 @@ impl Region {
 ///
 /// # Invariants
 ///
-/// `(self.1, self.2)` is in `self.0.pages.pinning`, put there by this value, until it is
+/// `(self.1, self.2)` is in `self.0.inner.pinning`, put there by this value, until it is
 /// dropped.
 pub(super) struct PinTurn<'a>(&'a Region, usize, usize);
 
@@ -606,13 +606,14 @@ impl<'a> PinTurn<'a> {
         b: usize,
         wait: bool,
     ) -> RegionResult<Option<(Self, usize)>> {
-        let mut inner = region.pages.lock();
+        let mut inner = region.inner.lock();
         loop {
             if inner.pinning.overlaps(a, a + 1) {
                 if !wait {
                     return Ok(None);
                 }
-                region.wait_fault_done(&mut inner, |inner| !inner.pinning.overlaps(a, a + 1))?;
+                let free = |inner: &RegionInner| !inner.pinning.overlaps(a, a + 1);
+                region.wait_on(&region.claim_free, &mut inner, free)?;
             }
             let Some(want) = inner.pinning.room_wanted() else {
                 break;
@@ -621,7 +622,7 @@ impl<'a> PinTurn<'a> {
             // the claims are looked at again after it.
             drop(inner);
             let more = KVec::with_capacity(want, GFP_KERNEL)?;
-            inner = region.pages.lock();
+            inner = region.inner.lock();
             drop(inner.pinning.make_room(more));
         }
         let cut = inner.pinning.free_end(a, b);
@@ -634,13 +635,12 @@ impl<'a> PinTurn<'a> {
 }
 
 impl Drop for PinTurn<'_> {
-    /// Gives the claim back and wakes the rounds waiting for pages (with any fault waiters,
-    /// which look at their own condition again).
+    /// Gives the claim back and wakes the rounds waiting for pages.
     fn drop(&mut self) {
-        let mut inner = self.0.pages.lock();
+        let mut inner = self.0.inner.lock();
         inner.pinning.release(self.1, self.2);
         if self.0.fault_waiters.load(Relaxed) != 0 {
-            self.0.fault_done.notify_all();
+            self.0.claim_free.notify_all();
         }
     }
 }
@@ -652,7 +652,7 @@ impl<'a> FillGuard<'a> {
     /// Counts a pin round in. Errors: `Dead` when the region is dead, `Cancelled` when it is
     /// cancelled (teardown sets both before it waits, so no round starts after that).
     pub(super) fn enter(region: &'a Region) -> RegionResult<Self> {
-        let mut inner = region.pages.lock();
+        let mut inner = region.inner.lock();
         if inner.dead {
             return Err(RegionError::Dead);
         }
@@ -666,7 +666,7 @@ impl<'a> FillGuard<'a> {
 
 impl Drop for FillGuard<'_> {
     fn drop(&mut self) {
-        let mut inner = self.0.pages.lock();
+        let mut inner = self.0.inner.lock();
         inner.fills -= 1;
         // Only teardown waits for `fills` to reach 0, and it marks the region dead (under this
         // lock) before it waits: a live region has nobody to wake.

@@ -18,7 +18,7 @@ pub(super) const INVAL_LOG_LEN: usize = 16;
 
 /// The page index ranges `[a, b)` of a region's last [`INVAL_LOG_LEN`] invalidations, by
 /// number: invalidation number `k` (the region's count of invalidations before it, the
-/// region's `generation`) sits in slot `k % INVAL_LOG_LEN`. Lives under the region's `pages`
+/// region's `generation`) sits in slot `k % INVAL_LOG_LEN`. Lives under the region's `inner`
 /// lock, which the invalidate callback holds while it records and a commit holds while it
 /// checks.
 ///

@@ -178,7 +178,7 @@ impl Region {
             }
             let before = done;
             {
-                let table = self.table.lock();
+                let table = self.table.read();
                 for _ in 0..RUN_PAGES {
                     if done == len {
                         break;
@@ -249,7 +249,7 @@ impl Region {
         let end = self.npages.min(idx + ROUND_MAX);
         let absent = 1 + self
             .table
-            .lock()
+            .read()
             .get(idx + 1..end)
             .map_or(0, |run| run.iter().take_while(|p| p.is_none()).count());
         let (count, known_gap) = if absent >= own {

@@ -5,10 +5,15 @@
 //!
 //! `Region::table`: super::Region
 
+use super::RegionInner;
 use crate::pin::PinnedPage;
+use core::ops::Deref;
 use kernel::bindings;
 use kernel::mm::Mm;
+use kernel::new_spinlock;
 use kernel::prelude::*;
+use kernel::sync::lock::spinlock::SpinLockGuard;
+use kernel::sync::{MutexGuard, SpinLock};
 
 // Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
 #[allow(improper_ctypes)]
@@ -201,5 +206,52 @@ impl<'a> PinnedVmCharge<'a> {
 impl Drop for PinnedVmCharge<'_> {
     fn drop(&mut self) {
         Self::release(self.mm, self.npages);
+    }
+}
+
+/// A region's pin table behind its spinlock, with the lock rule as a type: the data path reads
+/// the slots with [`TableLock::read`] (shared access only), and a writer must show the guard of
+/// the region lock ([`super::Region::inner`]) to [`TableLock::write`], so that every slot
+/// changes with both locks held (the [`super::Region`] invariants).
+///
+/// Lock rules: held for at most `TABLE_CHUNK` slots or one run of an access; nothing that
+/// sleeps, allocates or faults runs under it, and no pin is released under it. Innermost:
+/// nothing is taken under it.
+#[pin_data]
+pub(super) struct TableLock {
+    #[pin]
+    lock: SpinLock<PinTable>,
+}
+
+impl TableLock {
+    /// The lock over `table`.
+    pub(super) fn new(table: PinTable) -> impl PinInit<Self> {
+        pin_init!(TableLock {
+            lock <- new_spinlock!(table, "vamr_region_table"),
+        })
+    }
+
+    /// Locks the table for reading (the data path, a look for gaps).
+    pub(super) fn read(&self) -> TableRead<'_> {
+        TableRead(self.lock.lock())
+    }
+
+    /// Locks the table for writing; `_inner` is the held region lock.
+    pub(super) fn write(
+        &self,
+        _inner: &MutexGuard<'_, RegionInner>,
+    ) -> SpinLockGuard<'_, PinTable> {
+        self.lock.lock()
+    }
+}
+
+/// The table locked for reading: shared access to the slots (see [`TableLock::read`]).
+pub(super) struct TableRead<'a>(SpinLockGuard<'a, PinTable>);
+
+impl Deref for TableRead<'_> {
+    type Target = PinTable;
+
+    fn deref(&self) -> &PinTable {
+        &self.0
     }
 }

@@ -4,7 +4,7 @@
 //! the page table without faulting, and keep, replace or drop each (see `Documentation/vamr.rst`,
 //! "Verify pass"). Run by the mm's verify work ([`crate::mm_state::MmState`]).
 
-use super::{FillGuard, PinCause, Region, RegionError, RegionResult, REPIN_ATTEMPTS};
+use super::{FillGuard, PinCause, Region, RegionError, RegionInner, RegionResult, REPIN_ATTEMPTS};
 use crate::notifier::Mapped;
 use crate::pin::{PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::Kind;
@@ -12,6 +12,7 @@ use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::Acquire;
+use kernel::sync::MutexGuard;
 
 impl Region {
     /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
@@ -26,7 +27,7 @@ impl Region {
             return;
         };
         let (a, b) = {
-            let mut inner = self.pages.lock();
+            let mut inner = self.inner.lock();
             core::mem::take(&mut inner.suspect)
         };
         let mut i = a;
@@ -50,7 +51,7 @@ impl Region {
 
     /// Puts `[i, b)` back into the suspect range and queues the region for another pass.
     fn requeue_suspect(&self, i: usize, b: usize) {
-        let mut inner = self.pages.lock();
+        let mut inner = self.inner.lock();
         if !inner.dead {
             self.queue_suspect(&mut inner, i, b);
         }
@@ -73,7 +74,7 @@ impl Region {
             let snap = self
                 .notifier
                 .snapshot(round.seq(), self.start + i * PAGE_SIZE, &mut pfns);
-            let inner = self.pages.lock();
+            let inner = self.inner.lock();
             if inner.dead {
                 return Err(RegionError::Dead);
             }
@@ -92,7 +93,13 @@ impl Region {
                 continue;
             }
             // Invalidations kept racing: nothing is known, every suspect pin is dropped.
-            let outcome = self.classify(i, j, if stale { None } else { Some(&pfns) }, &mut gone);
+            let outcome = self.classify(
+                &inner,
+                i,
+                j,
+                if stale { None } else { Some(&pfns) },
+                &mut gone,
+            );
             drop(inner);
             break outcome;
         };
@@ -113,10 +120,11 @@ impl Region {
     /// its write permission away when the page is no longer mapped writable), moves the others
     /// into `gone` (room for every pin of the range) to be unpinned by the caller. Returns the
     /// pins kept and the span `[first, last + 1)` of those replaced by another present page
-    /// (`(usize::MAX, 0)` for none). The caller holds `pages`; at most `PIN_BATCH` slots under
+    /// (`(usize::MAX, 0)` for none). The caller holds `inner`; at most `PIN_BATCH` slots under
     /// the table lock.
     fn classify(
         &self,
+        inner: &MutexGuard<'_, RegionInner>,
         i: usize,
         j: usize,
         pfns: Option<&KVec<usize>>,
@@ -124,7 +132,7 @@ impl Region {
     ) -> (u64, (usize, usize)) {
         let mut kept = 0u64;
         let mut swap = (usize::MAX, 0);
-        let mut table = self.table.lock();
+        let mut table = self.table.write(inner);
         for k in i..j {
             let Some(pin) = &mut table[k] else {
                 continue;
