@@ -232,13 +232,7 @@ const _: () = assert!(PAGE_STRUCT % (TAG_MASK + 1) == 0);
 /// Why both: a call costs about as much as unpinning a page and freshly faulted anonymous
 /// memory often comes in runs of one or two pages, where one call per run (as
 /// `ib_umem_release()` makes) costs most; where the pages are contiguous, the stores of the
-/// compaction cost most. Measured on 2026-12-05 (benchmark kernel, `vamr_regloop normal,va
-/// 1024 3900` in eight processes of one guest, the ways alternated call by call over the
-/// same pages, `ktime_get()` around this function and around rdma_rxe's
-/// `ib_umem_release()` of a normal MR over those pages, not in the tree), µs per 1 MiB,
-/// mostly contiguous pages / scattered pages: this way 13.4-14.3 / 16.2-21.8; all compacted
-/// 15.2-15.9 / 15.2-20.1; one call per run 14.7-17.2 / 28.8-29.9; the normal MR's whole
-/// `ib_umem_release()` 13.0-13.9 / 24.5-30.0.
+/// compaction cost most. Row [2] of `Documentation/bench-results.rst` shows the result.
 ///
 /// # Safety
 ///

@@ -96,9 +96,9 @@ pub(crate) enum Extra {
 
 /// Whether pin rounds read the clocks behind the time counters of [`Extra`] (0 or 1): debugfs
 /// `vamr/pin_clocks`, 0 at load. The clocks cost a pin round four reads (`ktime_get()` and
-/// [`task_cpu_ns`], at its start and end), about 4 µs per registration under TCG in a profile
-/// of 4 KiB registrations (2026-12-02): a benchmark turns them on around what it measures,
-/// nobody else pays for them. The page and round counts are kept either way.
+/// [`task_cpu_ns`], at its start and end), about 4 µs of a 4 KiB registration under TCG: a
+/// benchmark turns them on around what it measures, nobody else pays for them. The page and
+/// round counts are kept either way.
 static PIN_CLOCKS: Atomic<u32> = Atomic::new(0);
 
 /// The clocks of one pin round, for the time counters of [`Extra`]: read at the round's start

@@ -40,10 +40,9 @@ pub(super) const REPIN_ATTEMPTS: u32 = 16;
 /// page: in particular while another pin round has pinned the same page at the same moment
 /// (GUP pins before it migrates, and keeps the folio isolated while it drains the LRU caches,
 /// which sleeps), and two such rounds can keep failing each other's migrations. Within a
-/// region that was vamr's own doing (an access and the verify pass, or two accesses, pinning
-/// the same fresh pages; seen on the movable node of the two-node tests as an access error,
-/// hence a QP error, in a third of the runs), so the region's pin rounds never pin the same
-/// pages at once ([`PinTurn`]). What is left for these tries: registration's round (which
+/// region an access and the verify pass, or two accesses, would do that to each other over the
+/// same fresh pages (an access error, hence a QP error), so the region's pin rounds never pin
+/// the same pages at once ([`PinTurn`]). What is left for these tries: registration's round (which
 /// claims nothing) against the verify pass, other regions' rounds and other pinners (normal MRs over the same pages fail as
 /// often among themselves: see `rdma_movable`'s controls). A page held for longer (a pipe
 /// buffer after `vmsplice`) fails every try: each takes `migrate_pages()`' own retries
@@ -458,9 +457,8 @@ impl Region {
         };
         if absent && pins.move_into(&mut table[idx..idx + n], PagePin::new) {
             // Every slot of the range is absent (registration, memory new since the last
-            // invalidation): each pin goes to its slot in one pass, with no test per page. With
-            // the loop below, a commit took 140 ns a page under TCG, a fifth of a registration's
-            // cost per page (temporary clocks around it, 2026-12-02).
+            // invalidation): each pin goes to its slot in one pass, with no test per page (the
+            // loop below is a noticeable share of a registration's cost per page).
             drop(table);
             drop(inner);
             self.stats.add(Kind::PagesPinned, n as u64);

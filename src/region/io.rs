@@ -99,11 +99,10 @@ pub(super) const AHEAD_MAX: usize = PIN_BATCH;
 /// Most pages one slow path of an access pins, in pages (4 MiB, mlx5's `MAX_PREFETCH_LEN`):
 /// the access's own pages and its window ([`AHEAD_MAX`] at most) may be faulted in, the rest
 /// only if present; in pin rounds of at most [`PIN_BATCH`] (two when every page is present).
-/// Under TCG, with rdma_rxe's responder pinning pages the process had just written, an
-/// on-demand page cost 0.70-0.81 µs with slow paths of 1024 pages against 0.88-1.04 with 512
-/// (registration 0.54-0.62; 2026-12-02, `VAMR_BENCH_PHASES=first`, alternated runs): most of
-/// the slow path's extra cost is paid once per slow path (the first touch of the page tables,
-/// `struct page`s and code after the worker adopted the mm).
+/// Two batches, not one: most of a slow path's extra cost over a registration's is paid once
+/// per slow path (the first touch of the page tables, `struct page`s and code after the
+/// worker adopted the mm), so a longer slow path spreads it (row [3b] of
+/// `Documentation/bench-results.rst`).
 pub(super) const ROUND_MAX: usize = 2 * PIN_BATCH;
 
 impl AheadWindow {
