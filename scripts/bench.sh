@@ -4,8 +4,8 @@
 # Build everything for the benchmark kernel (scripts/prepare.sh --bench: no
 # lockdep, DEBUG_VM, KUnit), boot it under QEMU with perf in the image, run
 # tests/bench/vamr_bench once and print its table: normal vs ODP vs VA MRs,
-# side by side in one guest run. Documentation/build-and-test.rst
-# ("Benchmarks") explains the columns. Numbers from a TCG guest are emulated
+# side by side in one guest run. Documentation/bench-results.rst explains
+# the rows and keeps the last figures. Numbers from a TCG guest are emulated
 # time: compare the rows of one run with each other, not with hardware.
 #
 # usage: bench.sh [ROUNDS]    (default 5; cells are median [min..max] of ROUNDS)

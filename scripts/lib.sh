@@ -115,8 +115,7 @@ guest_qemu() {
 		# ERMS/FSRM the kernel's memcpy, copy_*_user and clear_page and
 		# glibc's large copies use REP MOVSB/STOSB, which TCG runs one byte
 		# per iteration; without them they use 8-byte REP MOVSQ/STOSQ or
-		# vector loops. Measured 2026-12-01, rdma_va alone, alternating
-		# A/B/A/B: 12 % less host CPU (98.6, 96.3 vs 87.5, 83.4 s).
+		# vector loops: about 12 % less host CPU for rdma_va alone.
 		# On a KASAN kernel (the sanitizer run) also without LA57, i.e.
 		# with 4-level paging: identify_cpu() clears boot_cpu_data's
 		# feature bits and reads CPUID again while interrupts are on, and
@@ -126,7 +125,7 @@ guest_qemu() {
 		# wild-memory-access (in do_raw_spin_lock() from handle_edge_irq(),
 		# 0.02 s into the boot), then in every later interrupt: 5 of 6 boots
 		# of the 7.3 sanitizer kernel with LA57 (this model or plain max),
-		# 0 of 4 without, 2026-12-02. VAMR_QEMU_CPU overrides the model.
+		# 0 of 4 without. VAMR_QEMU_CPU overrides the model.
 		local cpu=max,erms=off,fsrm=off,fzrm=off,fsrs=off,fsrc=off
 		grep -qx 'CONFIG_KASAN=y' "$kdir/.config" 2>/dev/null && cpu=$cpu,la57=off
 		accel_opts=(-accel tcg,thread=multi -cpu "${VAMR_QEMU_CPU:-$cpu}")
@@ -148,7 +147,7 @@ guest_qemu() {
 # NODELOGDIR/qemu.log) while the guest kernel was still booting, before it ran
 # init (no "Run ... as init process" in console.log): nothing of vamr's had run
 # (its modules load from init), so booting again tests the same thing. Seen
-# once, 2026-12-02, QEMU 10.0.2 under TCG: iotlb_to_section()'s assertion
+# with QEMU 10.0.2 under TCG: iotlb_to_section()'s assertion
 # (system/physmem.c) while the kernel enumerated PCI.
 qemu_aborted_in_boot() {
 	grep -q '^qemu-system-[^:]*: .*Assertion .* failed' "$1/qemu.log" 2>/dev/null &&

@@ -3,8 +3,8 @@
  * vamr_bench: normal vs ODP vs VA MRs on the soft-RoCE device of the guest,
  * side by side in one run. Prints one table (column bands, each with the rows
  * normal / odp / va / va/normal / va/odp, plus a memcpy ceiling row where a
- * plain copy means something). Documentation/build-and-test.rst ("Benchmarks")
- * explains every column.
+ * plain copy means something). Documentation/bench-results.rst explains every
+ * row.
  *
  * Never a timed assertion: the numbers are printed, not judged. The exit
  * status is non-zero only when something failed: a verbs call, a transfer
@@ -234,11 +234,9 @@ static void dereg(struct ibv_mr *mr)
  * After 50 empty polls the stream sleeps on the send CQ's completion channel
  * (armed, then polled once more so that a completion before the arming is not
  * missed; 20 ms at most per sleep, so a lost wake-up costs time, not the
- * stream). It used to sleep 20 us at a time: under TCG that cycle of timer
- * wake-ups on one vCPU slowed the other, where rxe's responder ran, and
- * inflated what [3b] measures (A/B in one guest, 2026-12-01: its in-kernel
- * on-demand/registration ratio was 1.93x, 2.19x, 1.92x with the 20 us sleeps,
- * 1.35x, 1.39x, 1.14x with the channel).
+ * stream). Not short timed sleeps: under TCG a cycle of timer wake-ups on
+ * one vCPU slows the other, where rxe's responder runs, and inflates what
+ * [3b] measures.
  */
 static long stream_strided(enum ibv_wr_opcode op, uint8_t *lb, uint32_t lkey, uint8_t *rb,
 			   uint32_t rkey, size_t buflen, size_t msg, size_t stride, size_t total,
@@ -350,9 +348,9 @@ static size_t big_size = GIB; /* reg_size[3], smaller when the guest lacks RAM *
 static struct cell reg_us[NKIND][NREG], dereg_us[NKIND][NREG];
 /*
  * The same at 4K and 1M as the mean of the REG_REPS registrations of a round
- * instead of their median (what [1] and [2] printed before 2026-12-02): one
- * stall of the host during a round moves a mean of 32 ~100 us calls by tens
- * of percent, their median not.
+ * instead of their median: one stall of the host during a round moves a mean
+ * of 32 ~100 us calls by tens of percent, their median not; the mean shows a
+ * real tail.
  */
 static struct cell reg_mean_us[NKIND][NREG], dereg_mean_us[NKIND][NREG];
 
@@ -667,7 +665,7 @@ static void one_cpu_end(struct one_cpu *o, const char *what)
  * where the process has just faulted the new pages in, as registration does,
  * so the ratio is vamr's path alone, without the cost of touching those
  * pages' page tables and struct pages from another CPU (Documentation/
- * build-and-test.rst, [3b]). The previous cpumask and affinity are restored.
+ * bench-results.rst, [3b]). The previous cpumask and affinity are restored.
  * The bytes are checked as in [3b]. 0, or -1 (not measured: no root, no such
  * file, or a failed transfer).
  */

@@ -127,8 +127,8 @@ MPI_ITERS=${VAMR_MPI_ITERATIONS:-4}
 MPI_MIB=${VAMR_MPI_MIB:-1}
 # Plugins and components this job cannot use are not loaded: under TCG each
 # costs mpirun, orted and the ranks a dlopen (relocations, constructors,
-# files read over 9p) and some a discovery. Measured inside the guests
-# (strace of mpirun and of orted, 2026-12-01): hwloc's plugins pull in
+# files read over 9p) and some a discovery. Seen inside the guests
+# (strace of mpirun and of orted): hwloc's plugins pull in
 # libX11/xcb (hwloc_gl, which then tries to connect to X displays :0 to :9,
 # over their unix socket and TCP, twice in mpirun), libxml2 with ICU and
 # libstdc++ (hwloc_xml_libxml) and libOpenCL, and hwloc_pci reads

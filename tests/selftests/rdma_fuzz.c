@@ -1877,8 +1877,8 @@ static void op_ev_read(struct thr *t, bool blocking)
 		 * First after 1-30 ms, then every 10 ms until disarmed: a thread
 		 * delayed past the first expiry before it enters read() (a loaded
 		 * host under TCG) takes that signal outside the wait, and a one-shot
-		 * timer then left the read blocked until an event came (seen once,
-		 * 2026-12-02: 15 s, "workers still running" at teardown).
+		 * timer would leave the read blocked until an event came ("workers
+		 * still running" at teardown).
 		 */
 		struct itimerspec its = {
 			.it_value = { 0, (long)(1 + below(r, 30)) * 1000000L },

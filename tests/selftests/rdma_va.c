@@ -63,8 +63,8 @@
  * snapshot one page in), while sizes_odd_offsets grows them to 4 MiB
  * (peer_buffers()). Registering normal MRs pins (faults in) every page: two
  * 4 MiB ones cost a test's set-up 171 ms of CPU under TCG and the debug
- * kernel, two of 1 MiB 47 ms, two of 256 KiB 21 ms (2026-12-01), and the
- * set-up runs for each test.
+ * kernel, two of 1 MiB 47 ms, two of 256 KiB 21 ms, and the set-up runs
+ * for each test.
  */
 #define SRC_LEN (128 * PAGE)
 #define SRC_LEN_MAX (4ul << 20)
