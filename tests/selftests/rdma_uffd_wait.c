@@ -17,7 +17,9 @@
  * deregistration ends the 16 waits.
  * async_advise_flood: uid 65534 queues 4400 asynchronous advices on its
  * trapped MR; uid 65533's RDMA WRITEs on its own QPs keep their latency
- * (median within 2x of the quiet one, none timed out).
+ * while that advice is outstanding: none times out, and the median stays
+ * within 2x of the slower of two quiet phases of the same run (before the
+ * flood and after the attacker exited).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -75,9 +77,9 @@ struct shared {
 	int late;		/* calls that returned after deregistration */
 	int flood_ok, flood_ebusy, flood_other;
 	uint64_t fault_requests;
-	double quiet_ms, loaded_ms, max_ms;
+	double quiet_ms, loaded_ms, after_ms, max_ms;
 	int timeouts;
-	int quiet_done, flood_done, victim_done;
+	int quiet_done, flood_done, loaded_done, attacker_done;
 };
 
 #define CHILD_CHECK(_sh, _step, _cond, _fmt, ...) do {					\
@@ -399,10 +401,13 @@ static void victim_child(struct shared *sh)
 	__atomic_store_n(&sh->quiet_done, 1, __ATOMIC_RELEASE);
 	CHILD_CHECK(sh, 15, wait_flag(&sh->flood_done, 120), "the flood did not end");
 	sh->loaded_ms = write_latency(sh, &p, src, smr, dst, dmr);
+	__atomic_store_n(&sh->loaded_done, 1, __ATOMIC_RELEASE);
+	/* Quiet again once the attacker is gone: the same run's second reference. */
+	CHILD_CHECK(sh, 16, wait_flag(&sh->attacker_done, 120), "the attacker did not end");
+	sh->after_ms = write_latency(sh, &p, src, smr, dst, dmr);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(dmr);
 	rdma_pair_close(&p);
-	__atomic_store_n(&sh->victim_done, 1, __ATOMIC_RELEASE);
 }
 
 static void flood_child(struct shared *sh)
@@ -443,7 +448,7 @@ static void flood_child(struct shared *sh)
 	sh->fault_requests = q.counters.fault_requests;
 	__atomic_store_n(&sh->flood_done, 1, __ATOMIC_RELEASE);
 	/* The advice stays blocked while the victim measures. */
-	CHILD_CHECK(sh, 7, wait_flag(&sh->victim_done, 120), "the victim did not finish");
+	CHILD_CHECK(sh, 7, wait_flag(&sh->loaded_done, 120), "the victim did not finish");
 	t0 = now_s();
 	ret = ibv_dereg_mr(mr);
 	sh->dereg_s = now_s() - t0;
@@ -451,6 +456,7 @@ static void flood_child(struct shared *sh)
 	trap_release(t);
 	close(vfd);
 	CHILD_CHECK(sh, 9, !rdma_pair_close(&p), "close");
+	__atomic_store_n(&sh->attacker_done, 1, __ATOMIC_RELEASE);
 }
 
 #define SETUP(sh, kmsg) do {								\
@@ -536,6 +542,7 @@ TEST_F_TIMEOUT(wait, async_advise_flood, 300)
 	struct shared *sh;
 	pid_t victim, attacker = -1;
 	int kmsg, vs, as = -1;
+	double quiet;
 
 	SETUP(sh, kmsg);
 	victim = spawn_as(VICTIM, victim_child, sh);
@@ -552,13 +559,17 @@ TEST_F_TIMEOUT(wait, async_advise_flood, 300)
 	       "fault requests %llu; dereg %.3f s", FLOOD, ATTACKER, sh->flood_ok,
 	       sh->flood_ebusy, sh->flood_other, (unsigned long long)sh->fault_requests,
 	       sh->dereg_s);
-	TH_LOG("uid %d's 4 KiB RDMA WRITE: median %.3f ms quiet, %.3f ms after the flood "
-	       "(ratio %.2f), max %.1f ms, %d timed out", VICTIM, sh->quiet_ms, sh->loaded_ms,
-	       sh->loaded_ms / sh->quiet_ms, sh->max_ms, sh->timeouts);
+	TH_LOG("uid %d's 4 KiB RDMA WRITE, median of %d: %.3f ms quiet, %.3f ms with the "
+	       "attacker's advice outstanding, %.3f ms after it exited; max %.1f ms, %d timed out",
+	       VICTIM, LAT_WRITES, sh->quiet_ms, sh->loaded_ms, sh->after_ms, sh->max_ms,
+	       sh->timeouts);
+	quiet = sh->quiet_ms > sh->after_ms ? sh->quiet_ms : sh->after_ms;
+	TH_LOG("ratio to the slower quiet phase: %.2f", sh->loaded_ms / quiet);
 	EXPECT_EQ(FLOOD, sh->flood_ok + sh->flood_ebusy);
 	EXPECT_EQ(1u, sh->fault_requests);
 	EXPECT_EQ(0, sh->timeouts);
-	EXPECT_GE(2.0 * sh->quiet_ms, sh->loaded_ms);
+	/* Against the slower of the two quiet phases of this run: TCG's timing drifts. */
+	EXPECT_GE(2.0 * quiet, sh->loaded_ms);
 	EXPECT_GT(1.0, sh->dereg_s);
 	EXPECT_EQ(0, kmsg_problems(kmsg));
 }
