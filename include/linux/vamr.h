@@ -233,10 +233,10 @@ long vamr_region_prefetch(struct vamr_region *region, unsigned long addr, size_t
  * would wait is requested and the advice ends there) and returns at once.
  * The work holds the region's memory, not its registration:
  * vamr_region_destroy() does not wait for it. Bounded: at most 4 queued per
- * region and 64 per process. Process context; may sleep (allocates).
- * Return: 0 (queued); -EINVAL (range, flags), -EACCES (WRITE on a read-only
- * region), -EBUSY (the region or the process has its bound queued),
- * -ECANCELED, -EFAULT (region dead), -ENOMEM.
+ * region and 64 per process; past them the advice is dropped (0 returned).
+ * Process context; may sleep (allocates).
+ * Return: 0 (queued or dropped); -EINVAL (range, flags), -EACCES (WRITE on a
+ * read-only region), -ECANCELED, -EFAULT (region dead), -ENOMEM.
  */
 int vamr_region_prefetch_async(struct vamr_region *region, unsigned long addr, size_t len,
 			       u32 flags);

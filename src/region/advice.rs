@@ -12,7 +12,7 @@ use kernel::sync::{Arc, ArcBorrow};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 /// Most asynchronous prefetches queued or running per region; past it
-/// [`Region::prefetch_async`] fails with `EBUSY`. Four cover a registration cache that
+/// [`Region::prefetch_async`] drops the advice. Four cover a registration cache that
 /// advises the same MR for several buffers in a row; more would only queue the same pages.
 pub(crate) const PREFETCHES_PER_REGION: usize = 4;
 
@@ -52,8 +52,8 @@ impl Region {
     /// pins later is best effort (as [`Region::prefetch`] from a work item: no wait on user
     /// space).
     ///
-    /// Errors: as [`Region::prefetch`]'s checks (`EINVAL`, `EACCES`); `EBUSY` when the region
-    /// has [`PREFETCHES_PER_REGION`] or its mm [`Budget::Prefetches`]'s bound queued;
+    /// Past [`PREFETCHES_PER_REGION`] or the mm's [`Budget::Prefetches`] the advice is dropped.
+    /// Errors: as [`Region::prefetch`]'s checks (`EINVAL`, `EACCES`);
     /// `ECANCELED` once the region is cancelled; `EFAULT` once it is dead; `ENOMEM`. Process
     /// context; may sleep (allocates); takes the region lock.
     pub(crate) fn prefetch_async(&self, va: usize, len: usize, how: Prefetch) -> RegionResult {
@@ -62,11 +62,15 @@ impl Region {
         }
         self.offset_of(va, len)?;
         self.check_interrupted()?;
-        let charge = self.mm_state()?.charge(Budget::Prefetches)?;
+        // Past a bound the advice is dropped, not failed: asynchronous advice is best effort
+        // (ODP's may fail silently too), and callers that advise in a loop must not see errors.
+        let Ok(charge) = self.mm_state()?.charge(Budget::Prefetches) else {
+            return Ok(());
+        };
         {
             let mut inner = self.inner.lock();
             if inner.prefetches >= PREFETCHES_PER_REGION {
-                return Err(EBUSY.into());
+                return Ok(());
             }
             inner.prefetches += 1;
         }
