@@ -106,12 +106,22 @@ impl MiscDevice for VamrFile {
                     Table { slots: KVec::new(), ids: IdPool::new() },
                     "vamr_file_regions"
                 ),
-                events: EventQueue::new()?,
+                events: EventQueue::new(Some(&**mm))?,
                 watches <- new_mutex!(Watches { slots: KVec::new() }, "vamr_file_watches"),
                 gens <- new_mutex!(None, "vamr_file_gens"),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Releases the file: ends its regions and watches, then hangs its event queue up (its
+    /// events files report `EPOLLHUP` and end once drained; blocked readers wake). Process
+    /// context, sleeps.
+    fn release(device: Pin<KBox<Self>>, _file: &File) {
+        let events = device.events.clone();
+        // No record is queued after this: the regions' and watches' notifiers are gone.
+        drop(device);
+        events.hang_up();
     }
 
     /// Dispatches an ioctl. Process context, may sleep.

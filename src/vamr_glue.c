@@ -386,7 +386,10 @@ static ssize_t vamr_events_fop_read(struct file *file, char __user *buf, size_t 
 
 static __poll_t vamr_events_fop_poll(struct file *file, poll_table *pt)
 {
-	return vamr_events_poll(file->private_data, file, pt) ? EPOLLIN | EPOLLRDNORM : 0;
+	unsigned int ready = vamr_events_poll(file->private_data, file, pt);
+
+	return (ready & VAMR_EVENTS_POLL_IN ? EPOLLIN | EPOLLRDNORM : 0) |
+	       (ready & VAMR_EVENTS_POLL_HUP ? EPOLLHUP : 0);
 }
 
 static int vamr_events_fop_release(struct inode *inode, struct file *file)
@@ -421,6 +424,12 @@ struct file *vamr_events_file(void *queue, bool nonblock, bool cloexec, int *fd)
 	if (IS_ERR(file))
 		put_unused_fd(*fd);
 	return file;
+}
+
+/* Whether @mm's address space has exited (mm_users 0); @mm is mmgrab'd. */
+bool vamr_mm_exited(struct mm_struct *mm)
+{
+	return atomic_read(&mm->mm_users) == 0;
 }
 
 void vamr_events_install(int fd, struct file *file)

@@ -46,7 +46,11 @@ struct file *vamr_events_file(void *queue, bool nonblock, bool cloexec, int *fd)
 void vamr_events_install(int fd, struct file *file);
 void vamr_events_discard(int fd, struct file *file);
 ssize_t vamr_events_read(void *queue, char __user *buf, size_t len, bool nonblock);
-bool vamr_events_poll(void *queue, struct file *file, struct poll_table_struct *pt);
+/* vamr_events_poll() answer bits: records queued, the queue is hung up. */
+#define VAMR_EVENTS_POLL_IN (1u << 0)
+#define VAMR_EVENTS_POLL_HUP (1u << 1)
+unsigned int vamr_events_poll(void *queue, struct file *file, struct poll_table_struct *pt);
+bool vamr_mm_exited(struct mm_struct *mm);
 void vamr_events_release(void *queue);
 
 extern const u32 vamr_c_abi_version;

@@ -1910,11 +1910,14 @@ static void op_ev_read(struct thr *t, bool blocking)
 			violation(k, "blocking read returned EAGAIN");
 		return;
 	}
+	/* End of file: every events file here outlives its /dev/vamr file (op_fd_lifecycle). */
+	if (n == 0)
+		return;
 	if (bad) {
 		violation(k, "read into %p succeeded (%zd bytes)", buf, n);
 		return;
 	}
-	if (n == 0 || (size_t)n % rec || (size_t)n > len)
+	if ((size_t)n % rec || (size_t)n > len)
 		violation(k, "read of %zu bytes returned %zd", len, n);
 	else if (!unstable)
 		check_records(recs, (size_t)n / rec, e.qid);
@@ -1935,7 +1938,7 @@ static void op_ev_poll(struct thr *t)
 	if (ret && ret != EINTR)
 		violation(K_ev_poll, "poll of %d events files: %s", n, ename(ret));
 	for (i = 0; !ret && i < n; i++)
-		if (pfd[i].revents & ~(POLLIN | POLLRDNORM))
+		if (pfd[i].revents & ~(POLLIN | POLLRDNORM | POLLHUP))
 			violation(K_ev_poll, "poll revents %#x", pfd[i].revents);
 }
 

@@ -226,7 +226,10 @@ static inline int vamr_events_open_ex(int fd, uint32_t flags, uint32_t ring, uin
 	return ret ? ret : o.fd;
 }
 
-/* Every queued record of a non-blocking events file, up to max; the count or -errno. */
+/*
+ * Every queued record of a non-blocking events file, up to max; the count or
+ * -errno. A read of 0 is the end (the /dev/vamr file or its process is gone).
+ */
 static inline int vamr_drain_events(int efd, struct vamr_event *ev, int max)
 {
 	int n = 0;
@@ -236,6 +239,8 @@ static inline int vamr_drain_events(int efd, struct vamr_event *ev, int max)
 
 		if (r < 0)
 			return errno == EAGAIN ? n : -errno;
+		if (r == 0)
+			return n;
 		n += r / sizeof(*ev);
 	}
 	return n;

@@ -313,8 +313,13 @@ struct vamr_event {
  * struct vamr_events_open - argument of VAMR_IOC_EVENTS_OPEN
  * @flags: in: VAMR_EVENTS_*.
  * @fd: out: a new file descriptor; read() returns whole struct vamr_event
- *      records (EINVAL for a buffer smaller than one), blocking unless
- *      O_NONBLOCK (EAGAIN); poll() reports EPOLLIN while records are queued.
+ *      records, at most len / sizeof(struct vamr_event) (EINVAL for a
+ *      buffer smaller than one), blocking unless O_NONBLOCK (EAGAIN). A
+ *      record leaves the queue only once it is copied: a fault part-way
+ *      returns the bytes of the records copied (EFAULT if none) and the rest
+ *      stay queued. Once the /dev/vamr file is released or its process has
+ *      exited, read() returns 0 when nothing is queued. poll() reports
+ *      EPOLLIN while records are queued, EPOLLHUP from then on.
  *      Every events file of one /dev/vamr file reads the same queue.
  * Errors: EINVAL (flags), EPERM (another address space), EMFILE, ENOMEM.
  */
