@@ -277,7 +277,7 @@ impl Drop for MmSlot {
 
 /// Work that one address space may have outstanding at a time, each with its bound (see
 /// `Documentation/vamr.rst`, "Security"): past it, the operation that would add one more fails
-/// with [`Budget::error`] instead of queueing or waiting, so that no process can make vamr's
+/// with `EAGAIN` (an asynchronous prefetch is dropped instead) rather than queueing or waiting, so that no process can make vamr's
 /// or a driver's workqueue hold an unbounded amount of its blocked work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Budget {
@@ -301,16 +301,6 @@ impl Budget {
             Budget::Prefetches => 64,
         }
     }
-
-    /// The error past the bound: `EBUSY` for a prefetch (advice, which the caller may give
-    /// again later), `EAGAIN` for the rest (the access fails; the driver reports it, rdma_rxe
-    /// as an access error).
-    pub(crate) const fn error(self) -> Error {
-        match self {
-            Budget::Prefetches => EBUSY,
-            Budget::FaultRequests | Budget::DeviceWaits => EAGAIN,
-        }
-    }
 }
 
 /// One unit of a [`Budget`] of an mm, given back when dropped (from any context: a work item
@@ -325,13 +315,13 @@ pub(crate) struct Charge {
 }
 
 impl MmState {
-    /// Takes one unit of `budget`. Errors: [`Budget::error`] when the mm has
-    /// [`Budget::limit`] outstanding already. Any context; does not sleep.
+    /// Takes one unit of `budget`. Errors: `EAGAIN` when the mm has [`Budget::limit`]
+    /// outstanding already. Any context; does not sleep.
     pub(crate) fn charge(self: &Arc<Self>, budget: Budget) -> Result<Charge> {
         let count = &self.charged[budget as usize];
         if count.fetch_add(1, Relaxed) >= budget.limit() {
             count.fetch_sub(1, Relaxed);
-            return Err(budget.error());
+            return Err(EAGAIN);
         }
         // INVARIANT: counted above.
         Ok(Charge {

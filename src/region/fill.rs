@@ -579,7 +579,7 @@ impl Region {
 /// an access waits only for a round that pins its own next page, and a long prefetch, which
 /// moves on batch by batch, holds up an access over other pages not at all.
 ///
-/// Such a round never waits on user space (`vamr_pin_user_pages()` asks `FOLL_NOWAIT`: a
+/// Such a round never waits on user space (`crate::pin`'s `GupPlan` asks `FOLL_NOWAIT`: a
 /// userfault, a page lock held by I/O end the round with `EBUSY`, see `fault.rs`), so a
 /// claim is held only while GUP works, and a round waiting for one is woken by cancellation.
 /// Registration's round (which may wait on a userfault) claims nothing: nothing else can

@@ -5,7 +5,7 @@
  * span_into_uffd_dereg: a device access whose on-demand pin round starts in
  * an ordinary VMA and runs on into a userfaultfd-registered VMA. vamr decides
  * on FOLL_NOWAIT by looking at the VMA of the round's first page only
- * (vamr_pin_user_pages() in src/vamr_glue.c), so rxe's responder task itself
+ * (then: the C pin function in src/vamr_glue.c), so rxe's responder task itself
  * waits in handle_userfault() for the process's handler, no fault request is
  * made, vamr_region_cancel() cannot wake it, and ibv_dereg_mr() waits for the
  * handler (with a handler that never answers: rxe's 50 s cleanup timeout,

@@ -8,7 +8,9 @@
 #ifndef VAMR_SELFTEST_UNPRIV_UTIL_H
 #define VAMR_SELFTEST_UNPRIV_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,6 +64,14 @@ static inline int root_open_up(void)
 	if ((st.st_mode & 0005) == 0005)
 		return 0;
 	return sys_guard_chmod("/", (st.st_mode & 07777) | 0055) ? -errno : 0;
+}
+
+/* Drops to uid/gid @uid, no supplementary groups (so no capabilities left); 0 or -errno. */
+static inline int become_uid(uid_t uid)
+{
+	if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+		return -errno;
+	return geteuid() == uid ? 0 : -EPERM;
 }
 
 #endif /* VAMR_SELFTEST_UNPRIV_UTIL_H */

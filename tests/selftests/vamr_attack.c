@@ -10,7 +10,7 @@
  *   owner's handler does not answer.
  * nonowner_prefetch_errno: vamr_region_prefetch() of a userfaultfd page from
  *   a non-owner returns -EBUSY, an errno include/linux/vamr.h does not list
- *   (the FOLL_NOWAIT "would wait" of vamr_pin_user_pages() leaks out of fill()).
+ *   (the FOLL_NOWAIT "would wait" of the GUP call (src/pin.rs, GupPlan) leaks out of fill()).
  * fault_requests_starve_verify: fault requests run on vamr's one global
  *   workqueue and stay there for as long as the userfaultfd handler does not
  *   answer (cancelling the access does not end them); once max_active of them
