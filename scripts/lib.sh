@@ -43,17 +43,53 @@ die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }
 # init scripts are scripts/guest/init and node-init, on
 # scripts/guest/guest-lib.sh.
 
+# A kernel tree of one of two kinds: one this project built
+# (scripts/build-kernel.sh: its bzImage, its modules installed in .modinst),
+# or the prepared headers of a distribution's kernel (scripts/distro.sh),
+# whose file .vamr-stock names that kernel's own image and module tree:
+#   image=/path/to/vmlinuz
+#   modules=/path/to/lib/modules/<release>
+# stock_kernel_field KDIR FIELD prints a field of .vamr-stock.
+stock_kernel_field() {
+	sed -n "s/^$2=//p" "$1/.vamr-stock"
+}
+
+# guest_kernel_image KDIR: the kernel image the guests boot.
+guest_kernel_image() {
+	if [ -f "$1/.vamr-stock" ]; then
+		stock_kernel_field "$1" image
+	else
+		echo "$1/arch/x86/boot/bzImage"
+	fi
+}
+
+# guest_kernel_modules KDIR: the kernel's own module tree (lib/modules/<release>).
+guest_kernel_modules() {
+	if [ -f "$1/.vamr-stock" ]; then
+		stock_kernel_field "$1" modules
+	else
+		echo "$1/.modinst/lib/modules/$(cat "$1/include/config/kernel.release")"
+	fi
+}
+
+# guest_needs_initramfs KDIR: status 0 when the kernel has 9p as a module, so
+# the guests boot through scripts/mkinitramfs.sh's initramfs.
+guest_needs_initramfs() {
+	grep -qx 'CONFIG_NET_9P_VIRTIO=m' "$1/.config"
+}
+
 # stage_guest_modules KDIR RUNDIR: the modules a guest loads, in
 # RUNDIR/modroot/lib/modules/<release>: KDIR's own (the stock rdma_rxe in
 # kernel/), vamr.ko and the kapi test module in extra/, the patched rdma_rxe
 # (scripts/build-rxe.sh) in updates/, which modprobe prefers; depmod run there.
+# For a kernel with 9p as a module also RUNDIR/initramfs.gz (mkinitramfs.sh).
 stage_guest_modules() {
 	local kdir=$1 root=$2/modroot kver mods
 	kver=$(cat "$kdir/include/config/kernel.release")
 	mods=$root/lib/modules/$kver
 	rm -rf "$root"
 	mkdir -p "$root/lib/modules"
-	cp -a "$kdir/.modinst/lib/modules/$kver" "$root/lib/modules/"
+	cp -a "$(guest_kernel_modules "$kdir")" "$root/lib/modules/"
 	rm -f "$mods/build" "$mods/source"
 	mkdir -p "$mods/extra" "$mods/updates"
 	cp "$VAMR_TOP/vamr.ko" "$mods/extra/"
@@ -64,6 +100,10 @@ stage_guest_modules() {
 	depmod -b "$root" "$kver"
 	grep -q '^updates/rdma_rxe.ko:.*extra/vamr.ko' "$mods/modules.dep" ||
 		die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"
+	if guest_needs_initramfs "$kdir"; then
+		"$VAMR_TOP/scripts/mkinitramfs.sh" "$root" "$kver" "$2/initramfs.gz" ||
+			die "building the initramfs for $kdir failed"
+	fi
 }
 
 # require_guest_visible DIR...: dies unless every DIR lies outside what the
@@ -130,8 +170,11 @@ guest_qemu() {
 		grep -qx 'CONFIG_KASAN=y' "$kdir/.config" 2>/dev/null && cpu=$cpu,la57=off
 		accel_opts=(-accel tcg,thread=multi -cpu "${VAMR_QEMU_CPU:-$cpu}")
 	fi
+	local initrd=()
+	# Built by stage_guest_modules, once for the guests sharing RUNDIR.
+	guest_needs_initramfs "$kdir" && initrd=(-initrd "$run/initramfs.gz")
 	exec timeout -k 10 "$tmo" qemu-system-x86_64 "${accel_opts[@]}" \
-		-kernel "$kdir/arch/x86/boot/bzImage" \
+		-kernel "$(guest_kernel_image "$kdir")" "${initrd[@]}" \
 		-append "console=ttyS0 panic=-1 oops=panic root=/dev/root rootfstype=9p rootflags=$VAMR_ROOTFLAGS ro init=$init $append" \
 		-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
 		-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
@@ -165,10 +208,16 @@ keep_aborted_logs() {
 
 # check_guest_kernel KDIR: the options the guests need (virtio, 9p root,
 # overlay; scripts/kconfig/vamr-test.config), and sshd for the nodes.
+# As modules (=m) they are loaded by the initramfs (guest_needs_initramfs).
 check_guest_kernel() {
 	local opt
-	for opt in VIRTIO_PCI VIRTIO_NET NET_9P_VIRTIO 9P_FS OVERLAY_FS UNIX98_PTYS; do
+	for opt in VIRTIO_PCI UNIX98_PTYS; do
 		grep -qx "CONFIG_$opt=y" "$1/.config" ||
 			die "$1 lacks CONFIG_$opt=y: rebuild it with scripts/build-kernel.sh (scripts/kconfig/vamr-test.config)"
 	done
+	for opt in VIRTIO_NET NET_9P_VIRTIO 9P_FS OVERLAY_FS; do
+		grep -qx "CONFIG_$opt=[ym]" "$1/.config" ||
+			die "$1 lacks CONFIG_$opt: rebuild it with scripts/build-kernel.sh (scripts/kconfig/vamr-test.config)"
+	done
+	[ -f "$(guest_kernel_image "$1")" ] || die "no kernel image for $1 ($(guest_kernel_image "$1"))"
 }
