@@ -85,7 +85,9 @@ pub(crate) struct VamrFile {
     #[pin]
     watches: Mutex<Watches>,
     /// The generation counters of the watches, allocated by the first `VAMR_IOC_WATCH` or
-    /// `mmap`. Lock rules: a leaf lock, taken under `mmap_lock` by `mmap`; allocates under it.
+    /// `mmap`, then never replaced or taken out: the counter mappings' VMAs point at them
+    /// (see [`watch::map_counters`]). Lock rules: a leaf lock, taken under `mmap_lock` by
+    /// `mmap`; allocates under it.
     #[pin]
     gens: Mutex<Option<Arc<Generations>>>,
 }
@@ -150,7 +152,8 @@ impl MiscDevice for VamrFile {
     }
 
     /// Maps the generation counters of monitor mode, read-only: `[pgoff, pgoff + pages)` of
-    /// the [`watch::GEN_PAGES`] counter pages. Called under `mmap_lock` (write); may sleep.
+    /// the [`watch::GEN_PAGES`] counter pages ([`watch::map_counters`]: a page the process
+    /// drops is mapped again at the next access). Called under `mmap_lock` (write); may sleep.
     ///
     /// Errors: `EACCES` (a writable mapping), `EINVAL` (offset or length past the counters),
     /// `EPERM` (another address space), `ENOMEM`.
@@ -171,14 +174,10 @@ impl MiscDevice for VamrFile {
             return Err(EINVAL);
         }
         let gens = me.generations()?;
-        vma.set_dontexpand();
-        vma.set_dontcopy();
-        let vma = vma.set_mixedmap();
-        for i in 0..pages {
-            let page = gens.page(pgoff + i).ok_or(EINVAL)?;
-            vma.vm_insert_page(vma.start() + i * PAGE_SIZE, page)?;
-        }
-        Ok(())
+        // SAFETY: `gens` is the file's counters, which `me.gens` keeps until the file is
+        // released (set once, never replaced); `vma` is being set up on this file, so its
+        // `vm_file` reference keeps the file open while the VMA (or a part of it) exists.
+        unsafe { watch::map_counters(vma, &gens, pgoff) }
     }
 }
 

@@ -32,6 +32,7 @@ use crate::notifier::{
 use crate::uapi;
 use core::ffi::c_void;
 use kernel::bindings;
+use kernel::mm::virt::{VmaMixedMap, VmaNew};
 use kernel::mm::Mm;
 use kernel::new_spinlock;
 use kernel::page::{Page, PAGE_SIZE};
@@ -116,6 +117,99 @@ impl Generations {
     /// The page at `index` (< [`GEN_PAGES`]).
     pub(crate) fn page(&self, index: usize) -> Option<&Page> {
         self.pages.get(index)
+    }
+}
+
+/// The VMA operations of a counter mapping: a `fault` handler, nothing else.
+///
+/// # Invariants
+///
+/// Holds only function pointers (`uffd_ops` is null) and is never written.
+#[repr(transparent)]
+struct CounterVmOps(bindings::vm_operations_struct);
+
+// SAFETY: an immutable table of function pointers (and a null pointer): nothing to race on.
+unsafe impl Sync for CounterVmOps {}
+
+/// `vm_ops` of every counter mapping.
+static COUNTER_VM_OPS: CounterVmOps = CounterVmOps(bindings::vm_operations_struct {
+    fault: Some(counter_fault),
+    ..pin_init::zeroed()
+});
+
+/// Makes `vma`, being set up by `mmap` of a `/dev/vamr` file at page offset `pgoff`, a
+/// read-only mapping of the counter pages `[pgoff, pgoff + pages)` of `gens` (`pages` is the
+/// VMA's length), and maps them. The caller checked the protections and the range.
+///
+/// What the process can do to it: `mremap` moves it but cannot grow it (`VM_DONTEXPAND`:
+/// `EFAULT`); a child of `fork` does not get it (`VM_DONTCOPY`, and `VM_MIXEDMAP` is
+/// `VM_SPECIAL`, so `MADV_DOFORK` is `EINVAL`); a page it drops (`MADV_DONTNEED`, also
+/// `MADV_DONTNEED_LOCKED`) is mapped again by [`counter_fault`] at the next access. Moves and
+/// splits (`munmap` or `mremap` of a part) keep each page's file offset, so every part keeps
+/// showing its own counters.
+///
+/// Errors: `EINVAL` (past the counters), `ENOMEM`. Under `mmap_lock` (write); may sleep.
+///
+/// # Safety
+///
+/// `gens` must stay alive (and at the same address) until the file that `vma` maps is released:
+/// the VMA and every part of it hold a reference on that file, so none of them exists then.
+pub(crate) unsafe fn map_counters(vma: &VmaNew, gens: &Arc<Generations>, pgoff: usize) -> Result {
+    let pages = (vma.end() - vma.start()) / PAGE_SIZE;
+    vma.set_dontexpand();
+    vma.set_dontcopy();
+    let raw = vma.as_ptr();
+    // SAFETY: `vma` is being set up in `f_op->mmap`, which may set `vm_ops` and
+    // `vm_private_data`; the table is static, and `gens` outlives every part of the VMA (the
+    // caller's guarantee), as `counter_fault` requires.
+    unsafe {
+        (*raw).vm_ops = &COUNTER_VM_OPS.0;
+        (*raw).vm_private_data = Arc::as_ptr(gens).cast_mut().cast();
+    }
+    let vma = vma.set_mixedmap();
+    for i in 0..pages {
+        let page = gens.page(pgoff + i).ok_or(EINVAL)?;
+        vma.vm_insert_page(vma.start() + i * PAGE_SIZE, page)?;
+    }
+    Ok(())
+}
+
+/// `vm_operations_struct.fault` of a counter mapping: maps the counter page at the faulting
+/// page offset again (after the process dropped it), read-only like the rest of the VMA.
+///
+/// Returns `VM_FAULT_NOPAGE` once the page is mapped (also when a racing fault mapped it
+/// first), `VM_FAULT_OOM` if no page table could be allocated, `VM_FAULT_SIGBUS` for an offset
+/// past the counters (not reachable: [`map_counters`]' caller checked the range, and the VMA
+/// cannot grow). Context: the fault path or GUP, with `mmap_lock` or the VMA's lock held for
+/// reading (without `map_pages`, a fault under the VMA lock is retried under `mmap_lock`);
+/// takes the page-table lock, allocates page tables (may sleep).
+///
+/// # Safety
+///
+/// `vmf` is a fault on a VMA that [`map_counters`] set up, as the fault path passes it.
+unsafe extern "C" fn counter_fault(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
+    // SAFETY: `vmf` is valid for the call (the caller's guarantee); the fault path sets these
+    // fields before calling the handler and does not change them during it.
+    let (raw, pgoff, address) = unsafe {
+        let f = &(*vmf).__bindgen_anon_1;
+        (f.vma, f.pgoff, f.address)
+    };
+    // SAFETY: `raw` is a counter VMA, valid and locked for the call; `map_counters` set its
+    // `vm_private_data` to counters that outlive it.
+    let gens = unsafe { &*(*raw).vm_private_data.cast::<Generations>() };
+    let Some(page) = gens.page(pgoff) else {
+        return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+    };
+    // SAFETY: the fault path holds `mmap_lock` or the VMA's lock for reading until the handler
+    // returns; `map_counters` set `VM_MIXEDMAP`, which nothing clears (`mprotect` and
+    // `madvise` keep `VM_SPECIAL` flags).
+    let vma = unsafe { VmaMixedMap::from_raw(raw) };
+    match vma.vm_insert_page(address, page) {
+        Ok(()) => bindings::vm_fault_reason_VM_FAULT_NOPAGE,
+        // A racing fault mapped the page first.
+        Err(e) if e == EBUSY => bindings::vm_fault_reason_VM_FAULT_NOPAGE,
+        Err(e) if e == ENOMEM => bindings::vm_fault_reason_VM_FAULT_OOM,
+        Err(_) => bindings::vm_fault_reason_VM_FAULT_SIGBUS,
     }
 }
 

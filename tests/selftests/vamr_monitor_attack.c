@@ -7,7 +7,11 @@
  * invalidations, with the counters read from the mapping never going down;
  * a ring resized while a reader blocks on it; and a watcher that exits
  * while another process holds its events file and its /dev/vamr file
- * (SCM_RIGHTS). Every test checks errnos, counter values and records.
+ * (SCM_RIGHTS); and, as uid 65534, every mm call of the process on its own
+ * counter mapping (madvise of each kind, mprotect, mremap, munmap of a part,
+ * fork, close of the file): the mapping then reads the live counters and
+ * follows them, or the call is refused with its errno. Every test checks
+ * errnos, counter values and records.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,17 +24,38 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "sys_guard.h"
+#include "rdma_pair.h"
+#include "unpriv_util.h"
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
 #define COOKIE 0xa77ac000u
 #define MAP_PAGES (VAMR_WATCH_MAP_LEN / PAGE)
+#define PER_PAGE (PAGE / 8)
+#define NOBODY 65534
+
+/* Newer than some C libraries' headers (values of include/uapi/asm-generic/mman-common.h). */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
 
 
 static uint8_t *anon(size_t len)
@@ -222,8 +247,9 @@ TEST_F(atk, mremap_grow_and_fork_of_the_mapping)
 /*
  * The kernel's other ways into the counter pages: a write through
  * /proc/self/mem (FOLL_FORCE) is refused and changes nothing, and
- * MADV_DONTNEED of the mapping does not leave a zero page behind (a read
- * faults rather than showing a stale 0); a new mapping shows the counter.
+ * MADV_DONTNEED of the mapping does not leave a zero page behind: the next
+ * read maps the counter page again (the fault handler), shows the counter
+ * and follows it; a new mapping shows the same.
  */
 TEST_F(atk, proc_mem_write_and_dontneed_of_the_counters)
 {
@@ -262,12 +288,14 @@ TEST_F(atk, proc_mem_write_and_dontneed_of_the_counters)
 	close(mem);
 	ASSERT_EQ(0, madvise((void *)g, PAGE, MADV_DONTNEED));
 	v = 12345;
-	EXPECT_EQ(1, faults(&g[slot], &v)) TH_LOG("read %llu after MADV_DONTNEED",
-						  (unsigned long long)v);
+	EXPECT_EQ(0, faults(&g[slot], &v)) TH_LOG("SIGBUS/SIGSEGV after MADV_DONTNEED");
+	EXPECT_EQ(gen + 1, v);
+	ASSERT_EQ(0, madvise(a, PAGE, MADV_DONTNEED));
+	EXPECT_EQ(gen + 2, g[slot]);
 	munmap((void *)g, PAGE);
 	g = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
 	ASSERT_NE(MAP_FAILED, g);
-	EXPECT_EQ(gen + 1, g[slot]);
+	EXPECT_EQ(gen + 2, g[slot]);
 	munmap((void *)g, PAGE);
 	munmap(a, PAGE);
 }
@@ -729,6 +757,378 @@ TEST_F(atk, watcher_exits_while_another_process_holds_its_files)
 	EXPECT_EQ(0, vamr_drain_events(cefd, ev, 8));
 	close(cefd);
 	close(sv[0]);
+}
+
+/*
+ * The process's own mm calls on its own counter mapping, as uid 65534. Slot 0
+ * (counter page 0) watches own->a, slot PER_PAGE (counter page 1) own->b, and
+ * slots 1..PER_PAGE-1 own->c, which nothing changes; b starts 5 above a, so
+ * the pages cannot be mistaken for each other. After each call a read of the
+ * mapping shows both counters (no SIGBUS) and follows an invalidation of its
+ * own page only, or the call is refused with its errno.
+ */
+FIXTURE(own)
+{
+	int fd;
+	uint8_t *a, *b, *c;
+	const volatile uint64_t *g;	/* all counters, MAP_SHARED */
+	uint64_t ga, gb;		/* what slots 0 and PER_PAGE should show */
+};
+
+FIXTURE_SETUP(own)
+{
+	uint32_t slot;
+
+	self->g = MAP_FAILED;
+	self->fd = -1;
+	if (geteuid() != 0 && geteuid() != NOBODY)
+		SKIP(return, "needs root (to become uid %d) or uid %d", NOBODY, NOBODY);
+	ASSERT_EQ(0, become_uid(NOBODY));
+	/* Changing uid made the process non-dumpable: /proc/self/mem would be root's. */
+	ASSERT_EQ(0, prctl(PR_SET_DUMPABLE, 1, 0, 0, 0));
+	self->fd = vamr_open();
+	if (self->fd == -ENOENT)
+		SKIP(return, "/dev/vamr not present");
+	ASSERT_LE(0, self->fd);
+	self->a = anon(PAGE);
+	self->b = anon(PAGE);
+	self->c = anon(PAGE);
+	ASSERT_TRUE(self->a && self->b && self->c);
+	for (uint32_t i = 0; i <= PER_PAGE; i++) {
+		uint8_t *r = i == 0 ? self->a : i == PER_PAGE ? self->b : self->c;
+
+		ASSERT_EQ(0, vamr_watch(self->fd, r, PAGE, i, &slot, NULL));
+		ASSERT_EQ(i, slot);
+	}
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(0, madvise(self->b, PAGE, MADV_DONTNEED));
+	self->ga = vamr_watch_sync(self->fd, 0);
+	self->gb = vamr_watch_sync(self->fd, PER_PAGE);
+	ASSERT_EQ(self->ga + 5, self->gb);
+	self->g = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, self->g);
+}
+
+FIXTURE_TEARDOWN(own)
+{
+	if (self->g != MAP_FAILED)
+		munmap((void *)self->g, VAMR_WATCH_MAP_LEN);
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/*
+ * @p0 (slot 0's counter in some mapping, or NULL) and @p1 (slot PER_PAGE's)
+ * read the expected values without a fault (WATCH_SYNC agrees while the file
+ * is open), then each follows one invalidation of its own page and only that.
+ */
+static void follows(struct __test_metadata *_metadata, FIXTURE_DATA(own) *self,
+		    const volatile uint64_t *p0, const volatile uint64_t *p1, const char *what)
+{
+	uint64_t v;
+
+	if (self->fd >= 0) {
+		ASSERT_EQ((int64_t)self->ga, vamr_watch_sync(self->fd, 0)) TH_LOG("%s", what);
+		ASSERT_EQ((int64_t)self->gb, vamr_watch_sync(self->fd, PER_PAGE)) TH_LOG("%s", what);
+	}
+	for (int step = 0; step < 3; step++) {
+		if (step == 1) {
+			ASSERT_EQ(0, madvise(self->a, PAGE, MADV_DONTNEED));
+			self->ga++;
+		} else if (step == 2) {
+			ASSERT_EQ(0, madvise(self->b, PAGE, MADV_DONTNEED));
+			self->gb++;
+		}
+		if (p0) {
+			ASSERT_EQ(0, faults(p0, &v)) TH_LOG("%s: slot 0 faults (step %d)", what, step);
+			ASSERT_EQ(self->ga, v) TH_LOG("%s: slot 0 (step %d)", what, step);
+		}
+		if (p1) {
+			ASSERT_EQ(0, faults(p1, &v)) TH_LOG("%s: slot %lu faults (step %d)", what,
+							    PER_PAGE, step);
+			ASSERT_EQ(self->gb, v) TH_LOG("%s: slot %lu (step %d)", what, PER_PAGE, step);
+		}
+	}
+}
+
+static const struct advice {
+	int advice;
+	int err;	/* 0: done, the mapping keeps working */
+	const char *name;
+} advices[] = {
+	{ MADV_DONTNEED, 0, "MADV_DONTNEED" },
+	{ MADV_DONTNEED_LOCKED, 0, "MADV_DONTNEED_LOCKED" },
+	{ MADV_COLD, 0, "MADV_COLD" },
+	{ MADV_PAGEOUT, 0, "MADV_PAGEOUT" },
+	{ MADV_WILLNEED, 0, "MADV_WILLNEED" },
+	{ MADV_POPULATE_READ, 0, "MADV_POPULATE_READ" },
+	{ MADV_NORMAL, 0, "MADV_NORMAL" },
+	{ MADV_RANDOM, 0, "MADV_RANDOM" },
+	{ MADV_DONTDUMP, 0, "MADV_DONTDUMP" },
+	{ MADV_DONTFORK, 0, "MADV_DONTFORK" },
+	{ MADV_MERGEABLE, 0, "MADV_MERGEABLE" },
+	/* Anonymous memory only, or a hole punch in a file we may not write. */
+	{ MADV_FREE, EINVAL, "MADV_FREE" },
+	{ MADV_REMOVE, EACCES, "MADV_REMOVE" },
+	{ MADV_WIPEONFORK, EINVAL, "MADV_WIPEONFORK" },
+	/* VM_SPECIAL (VM_MIXEDMAP | VM_DONTEXPAND): not for these. */
+	{ MADV_DOFORK, EINVAL, "MADV_DOFORK" },
+	{ MADV_DODUMP, EINVAL, "MADV_DODUMP" },
+	{ MADV_GUARD_INSTALL, EINVAL, "MADV_GUARD_INSTALL" },
+	{ MADV_COLLAPSE, EINVAL, "MADV_COLLAPSE" },
+	/* Read-only for good. */
+	{ MADV_POPULATE_WRITE, EINVAL, "MADV_POPULATE_WRITE" },
+};
+
+/*
+ * Each madvise of the whole mapping, on present and on dropped pages: done
+ * and the counters still read right and move, or refused with its errno.
+ */
+TEST_F(own, every_madvise_keeps_the_mapping_or_is_refused)
+{
+	const volatile uint64_t *p0 = &self->g[0], *p1 = &self->g[PER_PAGE];
+
+	follows(_metadata, self, p0, p1, "mapped");
+	for (size_t i = 0; i < sizeof(advices) / sizeof(advices[0]); i++) {
+		const struct advice *ad = &advices[i];
+
+		for (int dropped = 0; dropped < 2; dropped++) {
+			if (dropped)
+				ASSERT_EQ(0, madvise((void *)self->g, VAMR_WATCH_MAP_LEN,
+						     MADV_DONTNEED));
+			errno = 0;
+			EXPECT_EQ(ad->err ? -1 : 0,
+				  madvise((void *)self->g, VAMR_WATCH_MAP_LEN, ad->advice))
+				TH_LOG("%s: errno %d", ad->name, errno);
+			if (ad->err)
+				EXPECT_EQ(ad->err, errno) TH_LOG("%s", ad->name);
+			follows(_metadata, self, p0, p1, ad->name);
+		}
+	}
+	/* A dropped page read through /proc/self/mem (GUP faults it in). */
+	{
+		uint64_t v = 0;
+		int mem = open("/proc/self/mem", O_RDONLY);
+
+		ASSERT_LE(0, mem);
+		ASSERT_EQ(0, madvise((void *)self->g, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+		EXPECT_EQ((ssize_t)sizeof(v), pread(mem, &v, sizeof(v), (off_t)(uintptr_t)p1));
+		EXPECT_EQ(self->gb, v);
+		close(mem);
+	}
+	follows(_metadata, self, p0, p1, "/proc/self/mem");
+}
+
+/*
+ * A private mapping of the counters: a dropped page comes back as the
+ * counter page itself (not a zero page, not a private copy); both mappings
+ * refuse PROT_WRITE and PROT_EXEC; PROT_NONE then PROT_READ (and mlock) keep
+ * the mapping working.
+ */
+TEST_F(own, private_mapping_and_protections)
+{
+	const volatile uint64_t *p = mmap(NULL, VAMR_WATCH_MAP_LEN, PROT_READ, MAP_PRIVATE,
+					  self->fd, 0);
+	uint64_t v;
+
+	ASSERT_NE(MAP_FAILED, p);
+	follows(_metadata, self, &p[0], &p[PER_PAGE], "MAP_PRIVATE");
+	ASSERT_EQ(0, madvise((void *)p, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+	follows(_metadata, self, &p[0], &p[PER_PAGE], "MAP_PRIVATE, MADV_DONTNEED");
+	for (int shared = 0; shared < 2; shared++) {
+		void *m = shared ? (void *)self->g : (void *)p;
+
+		EXPECT_EQ(-1, mprotect(m, VAMR_WATCH_MAP_LEN, PROT_READ | PROT_WRITE));
+		EXPECT_EQ(EACCES, errno);
+		EXPECT_EQ(-1, mprotect(m, PAGE, PROT_WRITE));
+		EXPECT_EQ(EACCES, errno);
+		EXPECT_EQ(-1, mprotect(m, PAGE, PROT_READ | PROT_EXEC));
+		EXPECT_EQ(EACCES, errno);
+		ASSERT_EQ(0, mprotect(m, VAMR_WATCH_MAP_LEN, PROT_NONE));
+		EXPECT_EQ(1, faults(m, &v));
+		ASSERT_EQ(0, madvise(m, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+		ASSERT_EQ(0, mprotect(m, VAMR_WATCH_MAP_LEN, PROT_READ));
+		follows(_metadata, self, m, (const volatile uint64_t *)m + PER_PAGE,
+			shared ? "PROT_NONE, PROT_READ" : "private PROT_NONE, PROT_READ");
+	}
+	/* mlock: VM_SPECIAL mappings are left unlocked, so MADV_DONTNEED stays allowed. */
+	EXPECT_EQ(0, mlock((void *)self->g, VAMR_WATCH_MAP_LEN));
+	ASSERT_EQ(0, madvise((void *)self->g, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+	follows(_metadata, self, &self->g[0], &self->g[PER_PAGE], "mlock");
+	EXPECT_EQ(0, munlock((void *)self->g, VAMR_WATCH_MAP_LEN));
+	munmap((void *)p, VAMR_WATCH_MAP_LEN);
+}
+
+static void *hole(size_t len)
+{
+	void *h = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return h == MAP_FAILED ? NULL : h;
+}
+
+/*
+ * mremap: growing (in place or moving) is EFAULT, MREMAP_DONTUNMAP EINVAL;
+ * a move of the whole mapping, of one page of it, and a shrink keep every
+ * page on its own counters, dropped or not; munmap of a part and a mapping
+ * at an offset do too. The old addresses fault (nothing is mapped there).
+ */
+TEST_F(own, mremap_and_munmap_of_parts_keep_each_page_on_its_counters)
+{
+	const volatile uint64_t *m, *one, *g = self->g;
+	void *h = hole(VAMR_WATCH_MAP_LEN), *h1 = hole(PAGE);
+	uint64_t v;
+
+	ASSERT_TRUE(h && h1);
+	EXPECT_EQ(MAP_FAILED, mremap((void *)g, VAMR_WATCH_MAP_LEN, 2 * VAMR_WATCH_MAP_LEN, 0));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(MAP_FAILED, mremap((void *)g, VAMR_WATCH_MAP_LEN, 2 * VAMR_WATCH_MAP_LEN,
+				     MREMAP_MAYMOVE));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(MAP_FAILED, mremap((void *)g, VAMR_WATCH_MAP_LEN, VAMR_WATCH_MAP_LEN,
+				     MREMAP_MAYMOVE | MREMAP_DONTUNMAP));
+	EXPECT_EQ(EINVAL, errno);
+	follows(_metadata, self, &g[0], &g[PER_PAGE], "refused mremap");
+	/* The whole mapping moves. */
+	m = mremap((void *)g, VAMR_WATCH_MAP_LEN, VAMR_WATCH_MAP_LEN,
+		   MREMAP_MAYMOVE | MREMAP_FIXED, h);
+	ASSERT_EQ(h, m);
+	self->g = m;
+	EXPECT_EQ(1, faults(g, &v));
+	follows(_metadata, self, &m[0], &m[PER_PAGE], "mremap");
+	ASSERT_EQ(0, madvise((void *)m, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+	follows(_metadata, self, &m[0], &m[PER_PAGE], "mremap, MADV_DONTNEED");
+	/* Page 1 alone moves away (a split, then a move): each part keeps its pages. */
+	ASSERT_EQ(0, madvise((void *)m, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+	one = mremap((void *)&m[PER_PAGE], PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, h1);
+	ASSERT_EQ(h1, one);
+	EXPECT_EQ(1, faults(&m[PER_PAGE], &v));
+	follows(_metadata, self, &m[0], one, "mremap of page 1");
+	ASSERT_EQ(0, madvise((void *)one, PAGE, MADV_DONTNEED));
+	ASSERT_EQ(0, madvise((void *)m, PAGE, MADV_DONTNEED));
+	follows(_metadata, self, &m[0], one, "mremap of page 1, MADV_DONTNEED");
+	munmap((void *)one, PAGE);
+	/* Pages 2.. (nothing watched there: zeros) shrink to one page, the rest unmaps. */
+	ASSERT_EQ((void *)&m[2 * PER_PAGE], mremap((void *)&m[2 * PER_PAGE],
+						   VAMR_WATCH_MAP_LEN - 2 * PAGE, PAGE, 0));
+	ASSERT_EQ(0, madvise((void *)&m[2 * PER_PAGE], PAGE, MADV_DONTNEED));
+	EXPECT_EQ(0, faults(&m[2 * PER_PAGE], &v));
+	EXPECT_EQ(0u, v);
+	EXPECT_EQ(1, faults(&m[3 * PER_PAGE], &v));
+	munmap((void *)m, VAMR_WATCH_MAP_LEN);
+	self->g = MAP_FAILED;
+
+	/* munmap of page 0 of a new mapping: page 1 goes on. */
+	m = mmap(NULL, 2 * PAGE, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	ASSERT_EQ(0, munmap((void *)m, PAGE));
+	ASSERT_EQ(0, madvise((void *)&m[PER_PAGE], PAGE, MADV_DONTNEED));
+	EXPECT_EQ(1, faults(m, &v));
+	follows(_metadata, self, NULL, &m[PER_PAGE], "munmap of page 0");
+	munmap((void *)&m[PER_PAGE], PAGE);
+	/* A mapping at offset PAGE: its first page is counter page 1. */
+	m = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, PAGE);
+	ASSERT_NE(MAP_FAILED, m);
+	ASSERT_EQ(0, madvise((void *)m, PAGE, MADV_DONTNEED));
+	follows(_metadata, self, NULL, m, "offset PAGE");
+	munmap((void *)m, PAGE);
+}
+
+/*
+ * fork: the child has no counter mapping (VM_DONTCOPY: the address faults)
+ * and cannot map the parent's; the parent's mapping, dropped before and after
+ * the fork, goes on. close of the last descriptor: the mapping holds the
+ * file, so a dropped page still comes back with the live counters (the pages
+ * outlive every part of the mapping); munmap then ends the file.
+ */
+TEST_F(own, fork_and_close_of_the_file_keep_the_mapping)
+{
+	const volatile uint64_t *g = self->g;
+	int status;
+	pid_t pid;
+
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, madvise((void *)g, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (!pid) {
+			uint64_t v;
+
+			if (!faults(&g[0], &v) || !faults(&g[PER_PAGE], &v))
+				_exit(1);
+			if (mmap(NULL, PAGE, PROT_READ, MAP_SHARED, self->fd, 0) != MAP_FAILED ||
+			    errno != EPERM)
+				_exit(2);
+			_exit(0);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			TH_LOG("child status %#x", status);
+		ASSERT_EQ(0, madvise((void *)g, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+		follows(_metadata, self, &g[0], &g[PER_PAGE], "fork");
+	}
+	ASSERT_EQ(0, close(self->fd));
+	self->fd = -1;
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(0, madvise((void *)g, VAMR_WATCH_MAP_LEN, MADV_DONTNEED));
+		follows(_metadata, self, &g[0], &g[PER_PAGE], "close");
+	}
+	/* A part of the mapping, split off after the close, holds the file as well. */
+	ASSERT_EQ(0, munmap((void *)g, PAGE));
+	ASSERT_EQ(0, madvise((void *)&g[PER_PAGE], PAGE, MADV_DONTNEED));
+	follows(_metadata, self, NULL, &g[PER_PAGE], "close, munmap of page 0");
+	ASSERT_EQ(0, munmap((void *)&g[PER_PAGE], VAMR_WATCH_MAP_LEN - PAGE));
+	self->g = MAP_FAILED;
+}
+
+struct dropper {
+	const volatile uint64_t *g;
+	uint8_t *a;
+	atomic_int stop;
+};
+
+static void *drop_loop(void *arg)
+{
+	struct dropper *d = arg;
+
+	for (unsigned long n = 0; !atomic_load(&d->stop); n++) {
+		madvise((void *)d->g, VAMR_WATCH_MAP_LEN, MADV_DONTNEED);
+		if (n % 4 == 0)
+			madvise(d->a, PAGE, MADV_DONTNEED);
+	}
+	return NULL;
+}
+
+/*
+ * Two threads drop the counter pages and invalidate the watched page in a
+ * loop while this one reads: every read succeeds (a SIGBUS would kill the
+ * test), and the counter never goes down.
+ */
+TEST_F(own, reads_race_drops_of_the_mapping)
+{
+	struct dropper d = { .g = self->g, .a = self->a };
+	uint64_t last = 0, v;
+	pthread_t t[2];
+	struct timespec t0, now;
+
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, drop_loop, &d));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++) {
+			v = self->g[0];
+			ASSERT_LE(last, v);
+			last = v;
+			ASSERT_LE(self->gb, self->g[PER_PAGE]);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec - t0.tv_sec < 2);
+	atomic_store(&d.stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	self->ga = vamr_watch_sync(self->fd, 0);
+	EXPECT_LT(0u, self->ga);
+	EXPECT_EQ(self->ga, self->g[0]);
+	TH_LOG("slot 0 moved to %llu while the mapping was dropped", (unsigned long long)last);
 }
 
 TEST_HARNESS_MAIN
