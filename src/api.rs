@@ -53,7 +53,9 @@ fn create(addr: usize, len: usize, access: u32, cookie: u64) -> Result<RawRegion
     let mm = current.mm().ok_or(EFAULT)?;
     let write = access & uapi::ACCESS_WRITE != 0;
     let access = crate::region::Access { write };
-    let reg = Region::register(mm, addr, len, access, cookie, 0, None)?;
+    // The region counts for the registering task's user (see `src/limits.rs`).
+    let user = crate::limits::User::current()?;
+    let reg = Region::register(mm, &user, addr, len, access, cookie, 0, None)?;
     Ok(reg.into_raw().cast_mut().cast())
 }
 

@@ -6,12 +6,18 @@
 //! that file. The regions belong to the address space that opened the file: ioctls that create
 //! or use regions from another mm (a child after fork, a process the fd was passed to) fail
 //! with `EPERM`.
+//!
+//! What a file holds counts for the file's address space and for the user who opened it
+//! (`src/limits.rs`): the file itself and its event ring from `open()`, each region and each
+//! watch from its creation, until each goes (at the latest when the file is released).
 
-use crate::events::EventQueue;
+use crate::events::{self, EventQueue};
+use crate::limits::{Charge, Object, User};
+use crate::mm_state::MmRef;
 use crate::region::{self, AtomicOp, Dir, Prefetch, Region, Registration};
 use crate::stats;
 use crate::uapi;
-use crate::watch::{self, Generations, Watch};
+use crate::watch::{self, Generations, Watch, WatchGroup};
 use kernel::fs::File;
 use kernel::id_pool::IdPool;
 use kernel::ioctl::_IOC_SIZE;
@@ -21,6 +27,7 @@ use kernel::mm::Mm;
 use kernel::new_mutex;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
+use kernel::rbtree::RBTree;
 use kernel::sync::{aref::ARef, Arc, Mutex};
 use kernel::uaccess::{UserPtr, UserSlice, UserSliceReader};
 
@@ -58,9 +65,59 @@ enum WatchSlot {
     Live(Arc<Watch>),
 }
 
-/// A file's watches, by slot (lowest free slot first), at most [`uapi::WATCH_MAX`].
+/// A file's watches, by slot (lowest free slot first), at most [`uapi::WATCH_MAX`], and the
+/// groups they are members of, by range (`src/watch.rs`).
+///
+/// # Invariants
+///
+/// Each live watch in `slots` is a member of the group `groups` holds for its range, and is
+/// counted by that entry's `users`, which also counts each `VAMR_IOC_WATCH` in progress that
+/// joined the group; an entry with no user is removed.
 struct Watches {
     slots: KVec<WatchSlot>,
+    groups: RBTree<(usize, usize), GroupEntry>,
+}
+
+/// A group of a file's [`Watches`] and the count of its users.
+struct GroupEntry {
+    group: Arc<WatchGroup>,
+    users: usize,
+}
+
+impl Watches {
+    /// Joins the group over `[start, end)` if there is one (one more user).
+    fn join_existing(&mut self, start: usize, end: usize) -> Option<Arc<WatchGroup>> {
+        let entry = self.groups.get_mut(&(start, end))?;
+        entry.users += 1;
+        Some(entry.group.clone())
+    }
+
+    /// Leaves `group` (one user less); returns its entry's reference when that was the last
+    /// user, for the caller to drop after the lock (the group's drop sleeps).
+    fn leave(&mut self, group: &Arc<WatchGroup>) -> Option<Arc<WatchGroup>> {
+        let key = group.range();
+        let entry = self.groups.get_mut(&key)?;
+        if !Arc::ptr_eq(&entry.group, group) {
+            return None;
+        }
+        entry.users -= 1;
+        if entry.users > 0 {
+            return None;
+        }
+        self.groups.remove(&key).map(|e| e.group)
+    }
+}
+
+impl Drop for Watches {
+    /// Stops every watch (a watch is in its group's member list, which holds a reference to
+    /// it, until stopped); the groups, and with them their notifiers, go after. Sleeps.
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            if let WatchSlot::Live(w) = slot {
+                w.stop();
+            }
+        }
+    }
 }
 
 /// State of one open file of `/dev/vamr`.
@@ -72,6 +129,11 @@ struct Watches {
 pub(crate) struct VamrFile {
     /// The opener's address space (`mmgrab`).
     mm: ARef<Mm>,
+    /// The opener: every object of the file counts for this user.
+    user: User,
+    /// The file under `max_files_per_mm` and `max_files_per_user`; its [`MmRef`] is the one
+    /// the file's other charges are taken on.
+    charge: Charge,
     /// Regions by handle (the index). Lock rules: held only to look up, reserve, insert or
     /// take out an entry; never across pinning, copies or region teardown (those sleep and take
     /// the region lock). Allocating under it is fine: the invalidate path never takes it.
@@ -96,23 +158,35 @@ pub(crate) struct VamrFile {
 impl MiscDevice for VamrFile {
     type Ptr = Pin<KBox<Self>>;
 
-    /// Opens `/dev/vamr` for the caller's address space. Process context, may sleep.
-    /// Errors: `EINVAL` for a task without an mm (kernel thread), `ENOMEM`.
+    /// Opens `/dev/vamr` for the caller's address space, counted for it and for the caller's
+    /// user, with an event ring of `VAMR_EVENTS_RING_DEFAULT` records. Process context, may
+    /// sleep. Errors: `EINVAL` for a task without an mm (kernel thread), `ENOSPC` (the
+    /// process or the user has `max_files_per_mm` or `max_files_per_user` files open, or the
+    /// ring would pass `max_event_records_per_mm` or `_per_user`), `ENOMEM`.
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let current = kernel::current!();
         let mm = current.mm().ok_or(EINVAL)?;
+        let user = User::current()?;
+        let mm_ref = MmRef::get(mm)?;
+        let charge = Charge::take(&mm_ref, &user, Object::Files, 1)?;
+        let records = Charge::take(&mm_ref, &user, Object::EventRecords, events::QUEUE_RECORDS)?;
         KBox::try_pin_init(
             try_pin_init!(VamrFile {
                 mm: ARef::from(&**mm),
+                user,
+                charge,
                 regions <- new_mutex!(
                     Table { slots: KVec::new(), ids: IdPool::new() },
                     "vamr_file_regions"
                 ),
-                events: EventQueue::new(Some(&**mm))?,
-                watches <- new_mutex!(Watches { slots: KVec::new() }, "vamr_file_watches"),
+                events: EventQueue::new(Some(&**mm), Some(records))?,
+                watches <- new_mutex!(
+                    Watches { slots: KVec::new(), groups: RBTree::new() },
+                    "vamr_file_watches"
+                ),
                 gens <- new_mutex!(None, "vamr_file_gens"),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
@@ -212,7 +286,7 @@ impl VamrFile {
         {
             Some(slot) => slot,
             None if watches.slots.len() < uapi::WATCH_MAX => {
-                watches.slots.push(WatchSlot::Free, GFP_KERNEL)?;
+                watches.slots.push(WatchSlot::Free, GFP_KERNEL_ACCOUNT)?;
                 watches.slots.len() - 1
             }
             None => return Err(ENOSPC),
@@ -221,7 +295,62 @@ impl VamrFile {
         Ok(slot)
     }
 
-    /// `VAMR_IOC_WATCH`. Errors: see `struct vamr_watch`.
+    /// The group of the file's watches over `[start, end)`, joined (one more user): the
+    /// existing one, or a new one. Errors: `ENOMEM`. Process context, sleeps (a new group's
+    /// notifier insertion may take `mmap_lock`: without the table lock).
+    fn join(&self, start: usize, end: usize) -> Result<Arc<WatchGroup>> {
+        if let Some(group) = self.watches.lock().join_existing(start, end) {
+            return Ok(group);
+        }
+        let gens = self.generations()?;
+        let group = WatchGroup::new(&self.mm, start, end, gens, self.events.clone())?;
+        let mut watches = self.watches.lock();
+        if let Some(existing) = watches.join_existing(start, end) {
+            // Another thread made the group meanwhile: ours goes (after the lock).
+            drop(watches);
+            drop(group);
+            return Ok(existing);
+        }
+        let entry = GroupEntry {
+            group: group.clone(),
+            users: 1,
+        };
+        watches
+            .groups
+            .try_create_and_insert((start, end), entry, GFP_KERNEL_ACCOUNT)?;
+        Ok(group)
+        // On error the table lock goes before the group.
+    }
+
+    /// Leaves `group` (see [`Watches::leave`]); a group left without a user goes after the
+    /// table lock. Sleeps.
+    fn leave(&self, group: &Arc<WatchGroup>) {
+        let last = self.watches.lock().leave(group);
+        drop(last);
+    }
+
+    /// A watch in `slot` over `[addr, end)` with `cookie`, holding `charge`: a member of the
+    /// file's group of that range. Errors: `ENOMEM`. Sleeps.
+    fn make_watch(
+        &self,
+        addr: usize,
+        end: usize,
+        cookie: u64,
+        slot: usize,
+        charge: Charge,
+    ) -> Result<Arc<Watch>> {
+        let group = self.join(addr, end)?;
+        Watch::new(&group, cookie, slot, charge).inspect_err(|_| self.leave(&group))
+    }
+
+    /// Ends `watch` ([`Watch::stop`]) and leaves its group. Sleeps.
+    fn end_watch(&self, watch: &Watch) {
+        watch.stop();
+        self.leave(watch.group());
+    }
+
+    /// `VAMR_IOC_WATCH`. Errors: see `struct vamr_watch`; `ENOSPC` also past
+    /// `max_watches_per_mm` or `max_watches_per_user`.
     fn watch(&self, user: UserSlice) -> Result<isize> {
         let (mut reader, mut writer) = user.reader_writer();
         let mut req: uapi::Watch = reader.read()?;
@@ -231,24 +360,27 @@ impl VamrFile {
         self.check_mm()?;
         let addr = usize::try_from(req.addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(req.len).map_err(|_| EINVAL)?;
-        let gens = self.generations()?;
+        let end = watch::check_range(addr, len)?;
+        let charge = Charge::take(self.charge.mm(), &self.user, Object::Watches, 1)?;
         let slot = self.reserve_slot()?;
-        let made = Watch::new(
-            &self.mm,
-            addr,
-            len,
-            req.cookie,
-            slot,
-            gens,
-            self.events.clone(),
-        )
-        .and_then(|w| {
-            req.slot = slot as u32;
-            req.generation = w.sync()?;
-            // Publish the slot before the watch: a caller that cannot learn it never used it.
-            writer.write(&req)?;
-            Ok(w)
-        });
+        let made = self
+            .make_watch(addr, end, req.cookie, slot, charge)
+            .and_then(|w| {
+                req.slot = slot as u32;
+                // Publish the slot before the watch: a caller that cannot learn it never
+                // used it.
+                let published = w.sync().and_then(|g| {
+                    req.generation = g;
+                    writer.write(&req)
+                });
+                match published {
+                    Ok(()) => Ok(w),
+                    Err(e) => {
+                        self.end_watch(&w);
+                        Err(e)
+                    }
+                }
+            });
         let mut watches = self.watches.lock();
         match made {
             Ok(w) => {
@@ -260,11 +392,13 @@ impl VamrFile {
                 Err(e)
             }
         }
-        // On error the watch (if made) was dropped, and its notifier removed, before the lock.
+        // On error the watch (if made) was ended and dropped, with its charge, before the
+        // lock.
     }
 
-    /// `VAMR_IOC_UNWATCH`: removes the watch (waits for its running callbacks) and bumps its
-    /// counter once more. Errors: `ENOENT`, `EINVAL` (flags), `EFAULT`, `EPERM` (other mm).
+    /// `VAMR_IOC_UNWATCH`: ends the watch (no callback touches it once this returns) and
+    /// bumps its counter once more. Errors: `ENOENT`, `EINVAL` (flags), `EFAULT`, `EPERM`
+    /// (other mm).
     fn unwatch(&self, user: UserSlice) -> Result<isize> {
         let req: uapi::HandleArg = user.reader().read()?;
         if req.flags != 0 {
@@ -282,10 +416,10 @@ impl VamrFile {
                 _ => return Err(ENOENT),
             }
         };
-        // The slot stays reserved until the watch has ended (the notifier removal sleeps:
-        // outside the table lock), even if a `VAMR_IOC_WATCH_SYNC` on it still holds a
-        // reference: so no later watch of the slot sees a bump or a record of this one.
-        watch.stop();
+        // The slot stays reserved until the watch has ended, even if a `VAMR_IOC_WATCH_SYNC`
+        // on it still holds a reference: so no later watch of the slot sees a bump or a
+        // record of this one. A group left without a watch goes outside the table lock.
+        self.end_watch(&watch);
         self.watches.lock().slots[slot] = WatchSlot::Free;
         drop(watch);
         Ok(0)
@@ -377,7 +511,9 @@ impl VamrFile {
         let handle = self.reserve_handle()?;
         req.handle = handle as u32;
         let events = Some(self.events.clone());
-        let reg = Region::register(mm, addr, len, access, req.cookie, req.handle, events);
+        let reg = Region::register(
+            mm, &self.user, addr, len, access, req.cookie, req.handle, events,
+        );
         // Publish the handle before the region: if the caller cannot learn it, nothing else
         // can have used it (the slot is reserved), so undoing is simple.
         let result = reg.and_then(|reg| writer.write(&req).map(|()| reg));
@@ -408,7 +544,7 @@ impl VamrFile {
                     return Err(ENOSPC);
                 }
                 while regions.slots.len() <= id {
-                    regions.slots.push(Slot::Free, GFP_KERNEL)?;
+                    regions.slots.push(Slot::Free, GFP_KERNEL_ACCOUNT)?;
                 }
                 // INVARIANT: the bit is set together with the slot leaving `Free`.
                 regions.ids.find_unused_id(id).ok_or(ENOSPC)?.acquire();
@@ -417,7 +553,7 @@ impl VamrFile {
             }
             let request = regions.ids.grow_request().ok_or(ENOSPC)?;
             drop(regions);
-            let resizer = request.realloc(GFP_KERNEL)?;
+            let resizer = request.realloc(GFP_KERNEL_ACCOUNT)?;
             regions = self.regions.lock();
             regions.ids.grow(resizer);
         }

@@ -11,6 +11,14 @@
 //! and reported by one `VAMR_EVENT_OVERFLOW` record. Monitor-mode watches (`src/watch.rs`)
 //! queue their records on the same ring.
 //!
+//! Bounded. A ring's records count under the `max_event_records_per_mm` and
+//! `max_event_records_per_user` limits (`src/limits.rs`) of the file's address space and
+//! opener, from the file's open (the default size) and at each resize; they are given back
+//! when the queue goes (the `/dev/vamr` file and its events files all closed). A batch of
+//! records (one invalidation seen by the watches of a group, `src/watch.rs`) is queued under
+//! one hold of the ring lock with one wakeup, and only as many records as the ring has room
+//! for are written: the rest are counted as lost in one step.
+//!
 //! No record is lost on the way out: a reader copies records out of the ring under its lock
 //! into a kernel buffer, copies them to user space without the lock, and only then removes,
 //! under the lock, the records whose copy succeeded. One reader at a time does this (the
@@ -21,6 +29,7 @@
 //! exited: no record can be queued any more. poll() then reports `EPOLLHUP`, and read() returns
 //! 0 once the queued records are read; blocked readers and pollers are woken.
 
+use crate::limits::Charge;
 use crate::uapi;
 use core::ffi::c_void;
 use kernel::bindings;
@@ -75,6 +84,9 @@ struct Ring {
     reading: bool,
     /// The `/dev/vamr` file was released: no record will be queued any more.
     closed: bool,
+    /// The ring's records under the per-mm and per-user limits (`records.len()` units); `None`
+    /// for a queue of no file (KUnit).
+    charge: Option<Charge>,
 }
 
 impl Ring {
@@ -95,6 +107,21 @@ impl Ring {
             self.records[tail] = record;
             self.len += 1;
         }
+    }
+
+    /// Queues `n` records, those `records` yields, as `n` calls of [`Ring::push`] would: the
+    /// first ones while there is room, the others counted lost. Writes at most the ring's free
+    /// room, whatever `n`; `records` is not asked for more.
+    fn push_many(&mut self, n: usize, records: impl Iterator<Item = uapi::Event>) {
+        let room = self.records.len() - self.len;
+        let mut queued = 0;
+        for record in records.take(n.min(room)) {
+            self.push(record);
+            queued += 1;
+        }
+        let lost = (n - queued) as u64;
+        self.generation += lost;
+        self.lost += lost;
     }
 
     /// Copies up to `out.len()` records from the head into `out`, leaving them queued, then (if
@@ -183,8 +210,10 @@ impl Drop for ReadToken<'_> {
 }
 
 impl EventQueue {
-    /// A new, empty queue of a file opened in `owner`. Errors: `ENOMEM`. May sleep.
-    pub(crate) fn new(owner: Option<&Mm>) -> Result<Arc<Self>> {
+    /// A new, empty queue of [`QUEUE_RECORDS`] records, of a file opened in `owner`. `charge`
+    /// holds those records under the limits (see the module documentation; its size must be
+    /// [`QUEUE_RECORDS`]). Errors: `ENOMEM`. May sleep.
+    pub(crate) fn new(owner: Option<&Mm>, charge: Option<Charge>) -> Result<Arc<Self>> {
         let records = KVVec::from_elem(uapi::Event::default(), QUEUE_RECORDS, GFP_KERNEL_ACCOUNT)?;
         Arc::pin_init(
             pin_init!(EventQueue {
@@ -197,13 +226,14 @@ impl EventQueue {
                         generation: 0,
                         reading: false,
                         closed: false,
+                        charge,
                     },
                     "vamr_events_ring"
                 ),
                 readers <- new_poll_condvar!("vamr_events_readers"),
                 owner: owner.map(ARef::from),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
@@ -211,6 +241,17 @@ impl EventQueue {
     /// allocates: callable from the invalidate callback in any context.
     pub(crate) fn push(&self, record: uapi::Event) {
         self.ring.lock().push(record);
+        self.readers.notify_all();
+    }
+
+    /// Queues `n` records, those `records` yields (see [`Ring::push_many`]: at most the ring's
+    /// free room is written), under one hold of the ring lock, and wakes readers once. Never
+    /// sleeps or allocates: callable from the invalidate callback in any context.
+    pub(crate) fn push_many(&self, n: usize, records: impl Iterator<Item = uapi::Event>) {
+        if n == 0 {
+            return;
+        }
+        self.ring.lock().push_many(n, records);
         self.readers.notify_all();
     }
 
@@ -260,8 +301,10 @@ impl EventQueue {
     /// Makes the ring `size` records long (1..=[`uapi::EVENTS_RING_MAX`]), keeping the queued
     /// records, oldest first; those that do not fit count as lost. Waits until no reader is
     /// copying records out. Returns the new size. Errors: `EINVAL` (size out of range),
-    /// `ENOMEM`, `ERESTARTSYS` (a signal while a reader copies). Process context, may sleep
-    /// (allocates outside the lock, charged to the caller's memory cgroup).
+    /// `ENOSPC` (the new size would pass `max_event_records_per_mm` or `_per_user`: the ring
+    /// stays as it was), `ENOMEM`, `ERESTARTSYS` (a signal while a reader copies). Process
+    /// context, may sleep (allocates outside the lock, charged to the caller's memory
+    /// cgroup).
     pub(crate) fn resize(&self, size: usize) -> Result<usize> {
         if size == 0 || size > uapi::EVENTS_RING_MAX {
             return Err(EINVAL);
@@ -276,6 +319,12 @@ impl EventQueue {
                     drop(records);
                     return Err(ERESTARTSYS);
                 }
+            }
+            // Never sleeps: only the counts change.
+            if let Some(Err(e)) = ring.charge.as_mut().map(|c| c.resize(size)) {
+                drop(ring);
+                drop(records);
+                return Err(e);
             }
             let old = ring.records.len();
             let keep = ring.len.min(size);
@@ -462,7 +511,7 @@ mod tests {
 
     #[test]
     fn records_come_out_in_order_with_generations() {
-        let q = EventQueue::new(None).unwrap();
+        let q = EventQueue::new(None, None).unwrap();
         assert!(is_empty(&q));
         for n in 1..=3 {
             q.push(record(n));
@@ -479,7 +528,7 @@ mod tests {
 
     #[test]
     fn a_record_leaves_only_when_consumed() {
-        let q = EventQueue::new(None).unwrap();
+        let q = EventQueue::new(None, None).unwrap();
         for n in 1..=5 {
             q.push(record(n));
         }
@@ -499,7 +548,7 @@ mod tests {
 
     #[test]
     fn overflow_is_reported_once_after_the_ring() {
-        let q = EventQueue::new(None).unwrap();
+        let q = EventQueue::new(None, None).unwrap();
         let extra = 5u64;
         for n in 0..QUEUE_RECORDS as u64 + extra {
             q.push(record(n));
@@ -533,7 +582,7 @@ mod tests {
 
     #[test]
     fn losses_during_a_copy_stay_counted() {
-        let q = EventQueue::new(None).unwrap();
+        let q = EventQueue::new(None, None).unwrap();
         assert_eq!(q.resize(2), Ok(2));
         for n in 1..=3 {
             q.push(record(n));
@@ -567,7 +616,7 @@ mod tests {
 
     #[test]
     fn hang_up_ends_reads_once_drained() {
-        let q = EventQueue::new(None).unwrap();
+        let q = EventQueue::new(None, None).unwrap();
         q.push(record(1));
         q.hang_up();
         assert!(q.hung_up(&q.ring.lock()));
@@ -583,7 +632,7 @@ mod tests {
 
     #[test]
     fn resize_keeps_the_oldest_records_and_counts_the_rest_lost() {
-        let q = EventQueue::new(None).unwrap();
+        let q = EventQueue::new(None, None).unwrap();
         assert_eq!(q.size(), QUEUE_RECORDS);
         assert_eq!(q.resize(0), Err(EINVAL));
         assert_eq!(q.resize(uapi::EVENTS_RING_MAX + 1), Err(EINVAL));
@@ -609,5 +658,36 @@ mod tests {
         assert_eq!(take(&q, &mut out), 4);
         assert_eq!([out[0].len, out[1].len, out[2].len], [7, 8, 9]);
         assert_eq!((out[3].kind, out[3].len), (uapi::EVENT_OVERFLOW, 2));
+    }
+
+    #[test]
+    fn a_batch_writes_only_the_room_and_counts_the_rest_lost() {
+        let q = EventQueue::new(None, None).unwrap();
+        assert_eq!(q.resize(4), Ok(4));
+        q.push(record(1));
+        let mut asked = 0;
+        q.push_many(
+            10,
+            (2..12).map(|n| {
+                asked += 1;
+                record(n)
+            }),
+        );
+        // Only the room (3 records) was asked for; the other 7 are lost in one step.
+        assert_eq!(asked, 3);
+        q.push_many(0, core::iter::empty());
+        let mut out = [uapi::Event::default(); 8];
+        assert_eq!(take(&q, &mut out), 5);
+        for (i, r) in out[..4].iter().enumerate() {
+            assert_eq!((r.len, r.generation), (i as u64 + 1, i as u64 + 1));
+        }
+        assert_eq!(
+            (out[4].kind, out[4].len, out[4].generation),
+            (uapi::EVENT_OVERFLOW, 7, 11)
+        );
+        // Generations go on after the batch as after single pushes.
+        q.push(record(12));
+        assert_eq!(take(&q, &mut out), 1);
+        assert_eq!(out[0].generation, 12);
     }
 }

@@ -1,23 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Per-process state shared by every region of one address space: the region count under
-//! the `max_regions_per_mm` limit, and the verify queue.
+//! Per-process state shared by everything vamr keeps for one address space: the per-mm counts
+//! of the objects under their limits (`src/limits.rs`), the budgets of work in flight, and the
+//! verify queue.
 //!
-//! - **Limit.** At most `max_regions_per_mm` regions (module parameter, declared in
-//!   `src/vamr_glue.c`) may be registered in one address space, `/dev/vamr` regions and
-//!   driver regions (VA MRs) together. It bounds the work one invalidation does in one
-//!   process, which visits every region of the mm that overlaps the range.
+//! - **Limits.** [`MmState::counts`] holds what the mm has of each `limits::Object` (regions,
+//!   `/dev/vamr` files, watches, event records), each at most its `max_*_per_mm` module
+//!   parameter (`src/vamr_limits.c`); a `limits::Charge` holds a unit. `max_regions_per_mm`
+//!   counts `/dev/vamr` regions and driver regions (VA MRs) together. With the watch limit it
+//!   bounds the work one invalidation does in one process, which visits every region and
+//!   watch group of the mm that overlaps the range.
 //! - **Verify queue.** An invalidation that keeps the mapping does not unpin: it marks the
 //!   affected pins *suspect* and queues the region here (no allocation: an intrusive list).
 //!   One work item per mm then checks the suspect pins of every queued region against the
 //!   page table, one pass per burst of invalidations (see `Region::verify`).
-//! - **One idle entry.** When the last region of an mm goes, its entry (its [`MmState`], which
-//!   counts the regions) is kept as the registry's one *idle* entry ([`IDLE_KEY`]), and the
-//!   idle entry it replaces is freed if it has no region: a process that registers and
-//!   deregisters one MR at a time then neither allocates and frees its state nor takes the
-//!   registry lock at deregistration. An idle entry holds its `mm_struct` (`mmgrab`, not the
-//!   address space) until another mm's last region goes, or the module unloads.
+//! - **Holders.** An [`MmRef`] holds the mm's entry in the registry: every region (its
+//!   [`MmSlot`]), every `/dev/vamr` file and every charge holds one, so the counts live as
+//!   long as anything they count.
+//! - **One idle entry.** When the last holder of an mm goes, its entry (its [`MmState`]) is
+//!   kept as the registry's one *idle* entry ([`IDLE_KEY`]), and the idle entry it replaces is
+//!   freed if it has no holder: a process that registers and deregisters one MR at a time
+//!   then neither allocates and frees its state nor takes the registry lock at
+//!   deregistration. An idle entry holds its `mm_struct` (`mmgrab`, not the address space)
+//!   until another mm's last holder goes, or the module unloads.
 
+use crate::limits::{self, Counts, Object, User};
 use crate::region::Region;
 use kernel::list::{List, ListArc};
 use kernel::mm::Mm;
@@ -28,18 +35,6 @@ use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
 use kernel::time::{delay::fsleep, msecs_to_jiffies, Delta};
 use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
-
-extern "C" {
-    fn vamr_max_regions_per_mm() -> u32;
-}
-
-/// The limit in force: the `max_regions_per_mm` module parameter, declared in
-/// `src/vamr_glue.c` so that it shows in sysfs and can be changed at run time (the Rust
-/// `module!` parameters have no sysfs file). A lower value applies to new registrations only.
-pub(crate) fn max_regions_per_mm() -> usize {
-    // SAFETY: no preconditions; reads an `unsigned int` with `READ_ONCE`.
-    unsafe { vamr_max_regions_per_mm() as usize }
-}
 
 /// Most regions one run of the verify work handles before it queues itself again, so that
 /// one run is bounded even while the process keeps invalidating.
@@ -60,7 +55,8 @@ static LIVE_STATES: Atomic<usize> = Atomic::new(0);
 /// Frees the idle entry, then waits until every [`MmState`] is gone, which means no verify
 /// timer is armed any more. Called at module exit, after `/dev/vamr` is gone and before the
 /// workqueue is destroyed: no region exists then (a driver using the in-kernel API holds the
-/// module until its regions are gone), so every entry is idle, the one idle entry is freed
+/// module until its regions are gone; every `/dev/vamr` file, and every events file, holds the
+/// module), so every entry is idle, the one idle entry is freed
 /// here, no new timer is armed, and each armed one fires within [`VERIFY_DELAY_MS`] plus a
 /// jiffy, queues its work, whose pass finds nothing and drops the last reference. Bounded by
 /// that delay and one pass. Sleeps.
@@ -80,14 +76,14 @@ kernel::sync::global_lock! {
 }
 
 /// The key of the idle entry of [`REGISTRY`] (see the module documentation), 0 for none. Written
-/// only with [`REGISTRY`] held; read without it by [`MmSlot`]'s drop.
+/// only with [`REGISTRY`] held; read without it by [`MmRef`]'s drop.
 ///
-/// An entry with no region is the idle one, or is on its way out: the drop that took its
+/// An entry with no holder is the idle one, or is on its way out: the drop that took its
 /// count to 0 either sees its key here (and leaves it idle), or takes the lock and makes it
 /// the idle entry. Both sides use full barriers (the count's decrement and the key's exchange
 /// are `Full`, each before the other side's read): so when another mm's drop makes its own
 /// entry idle and reads this entry's count as not 0, this entry's drop sees the new key and
-/// takes the lock itself. At most one entry without a region outlives the drop that emptied
+/// takes the lock itself. At most one entry without a holder outlives the drop that emptied
 /// it.
 static IDLE_KEY: Atomic<usize> = Atomic::new(0);
 
@@ -103,7 +99,7 @@ pub(crate) fn clear() {
     drop(old);
 }
 
-/// State shared by the regions of one mm.
+/// State shared by the regions, files and watches of one mm.
 ///
 /// # Invariants
 ///
@@ -111,8 +107,11 @@ pub(crate) fn clear() {
 /// pins or had them when it was queued.
 #[pin_data(PinnedDrop)]
 pub(crate) struct MmState {
-    /// Regions of the mm ([`MmSlot`]s): raised only with [`REGISTRY`] held, lowered without it.
-    regions: Atomic<usize>,
+    /// Live [`MmRef`]s of the mm: raised from 0 only with [`REGISTRY`] held, lowered without
+    /// it.
+    holders: Atomic<usize>,
+    /// What the mm has of each `limits::Object`, each under its `max_*_per_mm` limit.
+    counts: Counts,
     /// The address space (`mmgrab`), pinned for the verify pass with `mmget_not_zero`.
     mm: ARef<Mm>,
     /// Regions with suspect pins, waiting for the verify work. Lock rules: taken by the
@@ -177,86 +176,95 @@ impl WorkItem for MmState {
     }
 }
 
-/// One region counted against its mm's limit, holding the mm's shared state; dropping it
-/// gives the slot back.
+/// A holder of an mm's entry in the registry, and so of its [`MmState`]: the counts of an mm
+/// stay while anything it counts lives. Dropping the last one makes the entry the idle one.
 ///
 /// # Invariants
 ///
-/// `state.regions` counts this slot, and [`REGISTRY`]'s entry for `key` is `state` (an entry
-/// that counts a region is never removed), until the slot's drop takes its count back.
-pub(crate) struct MmSlot {
-    /// The mm's address, as a key only (never dereferenced): the region that owns the slot
-    /// holds a reference to the mm, so the address is not reused while the slot lives.
+/// `state.holders` counts this handle, and [`REGISTRY`]'s entry for `key` is `state` (an entry
+/// with a holder is never removed), until the handle's drop takes its count back.
+pub(crate) struct MmRef {
+    /// The mm's address, as a key only (never dereferenced): `state` holds a reference to the
+    /// mm, so the address is not reused while the handle lives.
     key: usize,
     state: Arc<MmState>,
 }
 
-impl MmSlot {
-    /// Takes a slot for one more region of `mm`.
+impl MmRef {
+    /// The handle of `mm`'s state, made on first use.
     ///
-    /// Errors: `ENOSPC` when `mm` already has `max_regions_per_mm` regions; `ENOMEM`. Process
-    /// context, may sleep. Lock rules of [`REGISTRY`]: held only here, in `Drop` (only when
-    /// the last region of an mm that is not the idle one goes) and in [`wait_for_timers`],
-    /// around a lookup and an insert or remove; never taken by the invalidate path, so
-    /// allocating under it is fine; no entry is dropped under it.
-    pub(crate) fn take(mm: &Mm) -> Result<Self> {
+    /// Errors: `ENOMEM`. Process context, may sleep. Lock rules of [`REGISTRY`]: held only
+    /// here, in `Drop` (only when the last holder of an mm that is not the idle one goes) and
+    /// in [`wait_for_timers`], around a lookup and an insert or remove; never taken by the
+    /// invalidate path, so allocating under it is fine; no entry is dropped under it.
+    pub(crate) fn get(mm: &Mm) -> Result<Self> {
         let key = mm.as_raw() as usize;
-        let max = max_regions_per_mm();
         let mut guard = REGISTRY.lock();
         let tree = guard.get_or_insert_with(RBTree::new);
         if let Some(state) = tree.get(&key) {
-            // Drops may lower the count meanwhile, never raise it (that takes the lock).
-            if state.regions.load(Relaxed) >= max {
-                return Err(ENOSPC);
-            }
-            state.regions.add(1, Relaxed);
-            // INVARIANT: the entry for `key` is `state`, which counts this slot.
-            return Ok(MmSlot {
+            state.holders.add(1, Relaxed);
+            // INVARIANT: the entry for `key` is `state`, which counts this handle.
+            return Ok(MmRef {
                 key,
                 state: state.clone(),
             });
         }
-        if max == 0 {
-            return Err(ENOSPC);
-        }
         let state = Arc::pin_init(
             pin_init!(MmState {
-                regions: Atomic::new(1),
+                holders: Atomic::new(1),
+                counts: Counts::new(),
                 mm: ARef::from(mm),
                 pending <- new_spinlock!(List::new(), "vamr_mm_pending"),
                 work <- new_delayed_work!("vamr_mm_verify"),
                 charged: [const { Atomic::new(0) }; Budget::COUNT],
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         // Counted once it exists; its `PinnedDrop` uncounts it.
         LIVE_STATES.add(1, Relaxed);
-        tree.try_create_and_insert(key, state.clone(), GFP_KERNEL)?;
-        // INVARIANT: the new entry for `key` is `state`, which counts this slot.
-        Ok(MmSlot { key, state })
+        tree.try_create_and_insert(key, state.clone(), GFP_KERNEL_ACCOUNT)?;
+        // INVARIANT: the new entry for `key` is `state`, which counts this handle.
+        Ok(MmRef { key, state })
     }
 
     /// The mm's shared state.
     pub(crate) fn state(&self) -> &Arc<MmState> {
         &self.state
     }
+
+    /// What the mm has of each object (see `src/limits.rs`).
+    pub(crate) fn counts(&self) -> &Counts {
+        &self.state.counts
+    }
 }
 
-impl Drop for MmSlot {
-    /// Gives the slot back. The entry of an mm whose last region this was becomes the idle
-    /// entry, and the previous idle entry is freed if it has no region (see [`IDLE_KEY`]).
-    /// Takes [`REGISTRY`] only when the entry is not the idle one already.
+impl Clone for MmRef {
+    fn clone(&self) -> Self {
+        // This handle keeps `holders` above 0: the entry stays, no lock needed.
+        self.state.holders.add(1, Relaxed);
+        // INVARIANT: counted just now; the entry is unchanged.
+        MmRef {
+            key: self.key,
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl Drop for MmRef {
+    /// Gives the handle back. The entry of an mm whose last holder this was becomes the idle
+    /// entry, and the previous idle entry is freed if it has no holder (see [`IDLE_KEY`]).
+    /// Takes [`REGISTRY`] only when the entry is not the idle one already, so it may sleep.
     fn drop(&mut self) {
         // Full: ordered before the read of `IDLE_KEY` (see there).
-        if self.state.regions.fetch_sub(1, Full) != 1 || IDLE_KEY.load(Relaxed) == self.key {
+        if self.state.holders.fetch_sub(1, Full) != 1 || IDLE_KEY.load(Relaxed) == self.key {
             return;
         }
         let removed = {
             let mut guard = REGISTRY.lock();
             let Some(tree) = guard.as_mut() else { return };
-            // Still this mm's entry and still without a region (a registration may have come
+            // Still this mm's entry and still without a holder (a registration may have come
             // in meanwhile, or another mm's drop may have freed the entry)?
-            let empty = |s: &Arc<MmState>| s.regions.load(Relaxed) == 0;
+            let empty = |s: &Arc<MmState>| s.holders.load(Relaxed) == 0;
             match tree.get(&self.key) {
                 Some(s) if Arc::ptr_eq(s, &self.state) && empty(s) => {
                     // Full: ordered before the read of the old idle entry's count.
@@ -272,6 +280,29 @@ impl Drop for MmSlot {
         };
         // The old idle entry's state reference goes after the lock.
         drop(removed);
+    }
+}
+
+/// One region counted against its mm's and its user's limits (`max_regions_per_mm`,
+/// `max_regions_per_user`), holding the mm's shared state; dropping it gives the slot back.
+pub(crate) struct MmSlot {
+    charge: limits::Charge,
+}
+
+impl MmSlot {
+    /// Takes a slot for one more region of `mm`, created by `user`.
+    ///
+    /// Errors: `ENOSPC` when `mm` already has `max_regions_per_mm` regions or `user` has
+    /// `max_regions_per_user`; `ENOMEM`. Process context, may sleep (see [`MmRef::get`]).
+    pub(crate) fn take(mm: &Mm, user: &User) -> Result<Self> {
+        let mm = MmRef::get(mm)?;
+        let charge = limits::Charge::take(&mm, user, Object::Regions, 1)?;
+        Ok(MmSlot { charge })
+    }
+
+    /// The mm's shared state.
+    pub(crate) fn state(&self) -> &Arc<MmState> {
+        self.charge.mm().state()
     }
 }
 

@@ -461,7 +461,7 @@ pub(crate) fn pin_user_range(
     }
     // One buffer: GUP writes page pointers into it, and each becomes, in place, the
     // `PinnedPage` that owns its pin (same size, asserted above).
-    let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL)?;
+    let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL_ACCOUNT)?;
     // SAFETY: `out` has room for `batch` entries of a page pointer's size.
     let got = unsafe { plan.pin(mm, start, out.as_mut_ptr().cast()) }?;
     many_pins(out, got, mode.write)

@@ -18,6 +18,7 @@
 //!   in flight and no access touches a page after the invalidation that covered it returned.
 
 use crate::events::EventQueue;
+use crate::limits::User;
 use crate::mm_state::MmSlot;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
@@ -87,7 +88,8 @@ struct RegionInner {
     /// The page ranges of the latest invalidations, numbered by [`Region::generation`] (see
     /// [`InvalLog`]): a pin round commits unless one of those since its start covered its pages.
     inval_log: InvalLog,
-    /// The region's slot under its mm's `max_regions_per_mm` limit, from registration until
+    /// The region's slot under its mm's and its user's region limits (`max_regions_per_mm`,
+    /// `max_regions_per_user`), from registration until
     /// [`Region::teardown`] takes it out (and gives it back after the lock); it holds the mm's
     /// shared state (`MmState`: the verify queue), which the region needs only while it is
     /// not dead.
@@ -118,7 +120,7 @@ use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
 ///
 /// - `[start, start + npages * PAGE_SIZE)` is the page-aligned cover of the registered byte
 ///   range `[addr, addr + len)`, below `TASK_SIZE`; `npages` pages are charged to
-///   `mm->pinned_vm`, and `inner.slot` holds one slot under the mm's region limit, until
+///   `mm->pinned_vm`, and `inner.slot` holds one slot under the mm's and the user's region limits, until
 ///   [`Region::teardown`].
 /// - `notifier` is inserted over the page range from [`Region::register`] until
 ///   [`Region::teardown`]; the region lives in an [`Arc`] and is not freed before teardown:
@@ -416,16 +418,22 @@ impl Region {
     /// `addr` and `len` need no alignment (the pages covering them are pinned). Holes (unmapped
     /// pages) are allowed and stay absent until mapped and accessed.
     ///
+    /// `user` is who the region counts for (`src/limits.rs`): the opener of the `/dev/vamr`
+    /// file, or the registering task for a VA MR.
+    ///
     /// Errors: `EINVAL` when `len` is 0 or `addr + len` overflows; `ENOSPC` when `mm` has
-    /// `max_regions_per_mm` regions already (module parameter); `EFAULT` when the range
+    /// `max_regions_per_mm` regions already, or `user` has `max_regions_per_user` (module
+    /// parameters); `EFAULT` when the range
     /// reaches beyond `TASK_SIZE` (kernel addresses); `ENOMEM` when the charge to
     /// `mm->pinned_vm` would exceed `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK` (the rule of
     /// `ib_umem_get()`), or on allocation failure; `EINTR` when a fatal signal interrupts the
     /// initial pin. Process context of the owner of `mm`; sleeps. Pages of a VMA that refuses
     /// the access (`PROT_NONE`, read-only for a writable region, `VM_IO`/`VM_PFNMAP`) are
     /// skipped a VMA at a time and stay absent.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn register(
         mm: &MmWithUser,
+        user: &User,
         addr: usize,
         len: usize,
         access: Access,
@@ -434,7 +442,7 @@ impl Region {
         events: Option<Arc<EventQueue>>,
     ) -> Result<Registration> {
         let (start, npages) = page_cover(addr, len)?;
-        let mm_slot = MmSlot::take(mm)?;
+        let mm_slot = MmSlot::take(mm, user)?;
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
         if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
             return Err(EFAULT);
@@ -455,7 +463,7 @@ impl Region {
             tag,
             table::new_table(npages)?,
         );
-        let region = Arc::pin_init(new, GFP_KERNEL)?;
+        let region = Arc::pin_init(new, GFP_KERNEL_ACCOUNT)?;
         // INVARIANT: from here on the charge of the `npages` pages and the slot belong to the
         // region (returned by teardown).
         charge.commit();

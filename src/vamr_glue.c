@@ -465,26 +465,12 @@ EXPORT_SYMBOL_GPL(vamr_region_stats);
 static_assert(sizeof(struct vamr_device_ops) == sizeof(void *));
 static_assert(offsetof(struct vamr_device_ops, find_mr) == 0);
 
-/*
- * Module parameters. The Rust module! macro registers its parameters with
- * no sysfs file (perm 0); these need one, readable by anyone and writable
- * by root at run time, so they are declared here and read through
- * accessors.
- */
-#include <linux/moduleparam.h>
-
-static unsigned int max_regions_per_mm = 8192;
-module_param(max_regions_per_mm, uint, 0644);
-MODULE_PARM_DESC(max_regions_per_mm,
-		 "Most regions (/dev/vamr regions and VA MRs together) one process may have; registering more fails with ENOSPC (default 8192)");
-
 /* From the VERSION file at the top of the tree (Kbuild). */
+#include <linux/module.h>
+
 MODULE_VERSION(VAMR_VERSION);
 
-unsigned int vamr_max_regions_per_mm(void)
-{
-	return READ_ONCE(max_regions_per_mm);
-}
+/* The module parameters (the limits) are in src/vamr_limits.c. */
 
 /* fatal_signal_pending(current): stop a long pin loop when the caller is being killed. */
 bool vamr_fatal_signal_pending(void)

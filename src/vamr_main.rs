@@ -18,6 +18,7 @@ mod api;
 mod device;
 mod devices;
 mod events;
+mod limits;
 mod mm_state;
 mod notifier;
 mod pin;
@@ -113,6 +114,7 @@ impl Drop for Globals {
     fn drop(&mut self) {
         devices::clear();
         mm_state::clear();
+        limits::clear();
     }
 }
 
@@ -142,6 +144,9 @@ struct VamrModule {
     /// debugfs `vamr/pin_clocks` (whether pin rounds read the clocks behind `access_pins`'s
     /// times, `stats::RoundClock`; `None` as above).
     _pin_clocks: Option<Pin<KBox<File<()>>>>,
+    /// debugfs `vamr/users` (each user's counts under the per-user limits,
+    /// `limits::debugfs_users`; `None` as above).
+    _users: Option<Pin<KBox<File<()>>>>,
     _debugfs: Dir,
 }
 
@@ -150,6 +155,7 @@ impl kernel::InPlaceModule for VamrModule {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
         devices::init();
         mm_state::init();
+        limits::init();
         let debugfs = Dir::new(c"vamr");
         let access_pins = KBox::pin_init(
             debugfs.read_callback_file(c"access_pins", (), &stats::debugfs_access_pins),
@@ -166,6 +172,11 @@ impl kernel::InPlaceModule for VamrModule {
             GFP_KERNEL,
         )
         .ok();
+        let users = KBox::pin_init(
+            debugfs.read_callback_file(c"users", (), &limits::debugfs_users),
+            GFP_KERNEL,
+        )
+        .ok();
         try_pin_init!(Self {
             _verify_timers: VerifyTimers,
             _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,
@@ -173,6 +184,7 @@ impl kernel::InPlaceModule for VamrModule {
             _globals: Globals,
             _access_pins: access_pins,
             _pin_clocks: pin_clocks,
+            _users: users,
             _debugfs: debugfs,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),
         })

@@ -3,11 +3,19 @@
 //! Monitor mode: watches over VA ranges that pin nothing, with generation counters a process
 //! maps read-only.
 //!
-//! A [`Watch`] is an `mmu_interval_notifier` over a byte range of the opener's address space.
-//! When the mapping under the range changes ([`counts`]), its invalidate callback bumps the
-//! watch's `u64` counter in the file's [`Generations`] pages, then queues a
-//! `VAMR_EVENT_WATCH` record on the file's events ring. User space maps the pages read-only
-//! (`mmap` of `/dev/vamr`, see `device.rs`) and checks a cached MR with one load.
+//! A [`Watch`] watches a byte range of the opener's address space. When the mapping under the
+//! range changes ([`counts`]), an invalidate callback bumps the watch's `u64` counter in the
+//! file's [`Generations`] pages, then queues a `VAMR_EVENT_WATCH` record on the file's events
+//! ring. User space maps the pages read-only (`mmap` of `/dev/vamr`, see `device.rs`) and
+//! checks a cached MR with one load.
+//!
+//! Bounded cost. The watches of one file over the same range are the members of one
+//! [`WatchGroup`], which owns the one `mmu_interval_notifier` of that range: one invalidation
+//! calls one callback per group that overlaps it, whatever the number of watches, and that
+//! callback does one atomic add per member and queues their records as one batch, writing at
+//! most the room left in the ring (the rest count as lost, in one step). A process has at most
+//! `max_watches_per_mm` watches (`src/limits.rs`), hence at most that many groups; together
+//! with `max_regions_per_mm` this bounds the callbacks one invalidation of the process runs.
 //!
 //! Which invalidations count. A registration cache of *normal* (pinned) MRs must drop an MR
 //! when the page at an address of it may no longer be the page the MR pinned. kdreg2 (the
@@ -26,6 +34,7 @@
 //! Nothing of vamr causes events: a watch pins nothing and faults nothing in.
 
 use crate::events::EventQueue;
+use crate::limits::Charge;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
@@ -33,6 +42,7 @@ use crate::uapi;
 use core::ffi::c_void;
 use kernel::bindings;
 use kernel::mm::virt::{VmaMixedMap, VmaNew};
+use kernel::list::{List, ListArc, ListLinks};
 use kernel::mm::Mm;
 use kernel::new_spinlock;
 use kernel::page::{Page, PAGE_SIZE};
@@ -79,18 +89,18 @@ impl Generations {
     /// Allocates zeroed counter pages, charged to the caller's memory cgroup. Errors: `ENOMEM`.
     /// May sleep.
     pub(crate) fn new() -> Result<Arc<Self>> {
-        let mut pages = KVec::with_capacity(GEN_PAGES, GFP_KERNEL)?;
-        let mut addrs = KVec::with_capacity(GEN_PAGES, GFP_KERNEL)?;
+        let mut pages = KVec::with_capacity(GEN_PAGES, GFP_KERNEL_ACCOUNT)?;
+        let mut addrs = KVec::with_capacity(GEN_PAGES, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..GEN_PAGES {
             // No __GFP_HIGHMEM: the page has a permanent kernel address.
             let page = Page::alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO)?;
             // SAFETY: `page` is a valid, allocated lowmem page.
             let addr = unsafe { vamr_page_address(page.as_ptr()) } as usize;
-            pages.push(page, GFP_KERNEL)?;
-            addrs.push(addr, GFP_KERNEL)?;
+            pages.push(page, GFP_KERNEL_ACCOUNT)?;
+            addrs.push(addr, GFP_KERNEL_ACCOUNT)?;
         }
         // INVARIANT: every page has its address at the same index.
-        Ok(Arc::new(Generations { pages, addrs }, GFP_KERNEL)?)
+        Ok(Arc::new(Generations { pages, addrs }, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// The counter of `slot` (< [`uapi::WATCH_MAX`], else panics on the index).
@@ -213,78 +223,195 @@ unsafe extern "C" fn counter_fault(vmf: *mut bindings::vm_fault) -> bindings::vm
     }
 }
 
-/// One watch: an interval notifier over `[start, end)` that bumps counter `index` of `gens` and
-/// queues records on `events`.
+/// Checks a watch's range `[addr, addr + len)` and returns its end. Errors: `EINVAL` (len 0 or
+/// overflow), `EFAULT` (past `TASK_SIZE`).
+pub(crate) fn check_range(addr: usize, len: usize) -> Result<usize> {
+    let end = addr.checked_add(len).ok_or(EINVAL)?;
+    if len == 0 {
+        return Err(EINVAL);
+    }
+    // SAFETY: no preconditions.
+    if end > unsafe { vamr_task_size() } {
+        return Err(EFAULT);
+    }
+    Ok(end)
+}
+
+/// The watches of one file over one byte range `[start, end)`: one interval notifier for all
+/// of them, so that an invalidation calls one callback per group, not per watch. The callback
+/// bumps the counter of every member and queues their records as one batch
+/// ([`EventQueue::push_many`], which writes at most the ring's room).
 ///
 /// # Invariants
 ///
-/// `notifier` is inserted over `[start, end)` from [`Watch::new`] until drop; `index` (the slot) is
-/// below [`uapi::WATCH_MAX`] and belongs to this watch in its file's table while it lives.
+/// `notifier` is inserted over `[start, end)` from [`WatchGroup::new`] until drop. `members`
+/// holds the watches of the group that have not been stopped, `count` of them; each is a
+/// watch of this group (its `group` is `self`).
 #[pin_data(PinnedDrop)]
-pub(crate) struct Watch {
+pub(crate) struct WatchGroup {
     #[pin]
-    notifier: IntervalNotifier<Watch>,
-    /// Orders `set_seq` and the counter bump (invalidate) against [`Watch::sync`]'s read.
-    /// Lock rules: a spinlock taken in the invalidate callback; held only around `set_seq`, the
-    /// bump, and the read in `sync`; no other lock is taken under it.
+    notifier: IntervalNotifier<WatchGroup>,
+    /// Orders `set_seq` and the counter bumps (invalidate) against [`Watch::sync`]'s read, and
+    /// guards the member list. Lock rules: a spinlock taken in the invalidate callback; held
+    /// around `set_seq`, the bumps and the batch of records (the ring's lock is taken under
+    /// it), a member's insertion or removal, and the read in `sync`; no allocation under it.
     #[pin]
-    seq_lock: SpinLock<()>,
+    members: SpinLock<Members>,
     start: usize,
     end: usize,
-    cookie: u64,
-    index: usize,
     gens: Arc<Generations>,
     events: Arc<EventQueue>,
 }
 
-impl_has_interval_notifier! {
-    impl HasIntervalNotifier for Watch { self.notifier }
+/// The live watches of a group.
+struct Members {
+    list: List<Watch>,
+    count: usize,
 }
 
-impl Watch {
-    /// Creates a watch over `[addr, addr + len)` of `mm` in slot `index` and inserts its
-    /// notifier.
+impl_has_interval_notifier! {
+    impl HasIntervalNotifier for WatchGroup { self.notifier }
+}
+
+impl WatchGroup {
+    /// A group over `[start, end)` of `mm` (checked by [`check_range`]), with no member yet;
+    /// inserts its notifier.
     ///
-    /// Errors: `EINVAL` (len 0 or overflow), `EFAULT` (past `TASK_SIZE`), `ENOMEM`. Process
-    /// context, may sleep; takes `mmap_lock` for writing if `mm` has no notifier yet, so the
-    /// caller must not hold a lock that the mmap path takes.
+    /// Errors: `ENOMEM`. Process context, may sleep; takes `mmap_lock` for writing if `mm` has
+    /// no notifier yet, so the caller must not hold a lock that the mmap path takes.
     pub(crate) fn new(
         mm: &Mm,
-        addr: usize,
-        len: usize,
-        cookie: u64,
-        index: usize,
+        start: usize,
+        end: usize,
         gens: Arc<Generations>,
         events: Arc<EventQueue>,
-    ) -> Result<Arc<Watch>> {
-        let end = addr.checked_add(len).ok_or(EINVAL)?;
-        if len == 0 {
-            return Err(EINVAL);
-        }
-        // SAFETY: no preconditions.
-        if end > unsafe { vamr_task_size() } {
-            return Err(EFAULT);
-        }
-        if index >= uapi::WATCH_MAX {
-            return Err(ENOSPC);
-        }
-        let watch = Arc::pin_init(
-            pin_init!(Watch {
+    ) -> Result<Arc<WatchGroup>> {
+        let group = Arc::pin_init(
+            pin_init!(WatchGroup {
                 notifier <- IntervalNotifier::new(ARef::from(mm)),
-                seq_lock <- new_spinlock!((), "vamr_watch_seq"),
-                start: addr,
+                members <- new_spinlock!(
+                    Members { list: List::new(), count: 0 },
+                    "vamr_watch_group"
+                ),
+                start,
                 end,
-                cookie,
-                index,
                 gens,
                 events,
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
-        // SAFETY: `notifier` is the `HasIntervalNotifier` field of `watch`, pinned in the `Arc`;
-        // the drop of `Watch` removes it before the memory goes.
-        unsafe { watch.notifier.insert(addr, len)? };
-        // INVARIANT: inserted over `[start, end)` until drop.
+        // SAFETY: `notifier` is the `HasIntervalNotifier` field of `group`, pinned in the
+        // `Arc`; the drop of `WatchGroup` removes it before the memory goes.
+        unsafe { group.notifier.insert(start, end - start)? };
+        // INVARIANT: inserted over `[start, end)` until drop; no member.
+        Ok(group)
+    }
+
+    /// The range `[start, end)`.
+    pub(crate) fn range(&self) -> (usize, usize) {
+        (self.start, self.end)
+    }
+}
+
+impl InvalidateHandler for WatchGroup {
+    /// Bumps every member's counter and queues their records when the event [`counts`]. Never
+    /// sleeps or allocates; never refuses. Work: one atomic add per member and at most the
+    /// ring's free room in records.
+    fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
+        let event = range.event();
+        let members = self.members.lock();
+        seq.set_seq();
+        if !counts(event) {
+            return true;
+        }
+        for w in members.list.iter() {
+            self.gens.bump(w.index);
+        }
+        let start = range.start().max(self.start);
+        let end = range.end().min(self.end);
+        let records = members.list.iter().map(|w| uapi::Event {
+            addr: start as u64,
+            len: end.saturating_sub(start) as u64,
+            cookie: w.cookie,
+            generation: 0,
+            // Below `WATCH_MAX` (type invariant of `Watch`).
+            handle: w.index as u32,
+            kind: uapi::EVENT_WATCH | event.index() as u32,
+        });
+        self.events.push_many(members.count, records);
+        true
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for WatchGroup {
+    /// Removes the notifier (waits for a running callback). No member is left: each holds a
+    /// reference to the group. Sleeps.
+    fn drop(self: Pin<&mut Self>) {
+        self.notifier.remove();
+    }
+}
+
+/// One watch: a member of the [`WatchGroup`] of its range, whose callback bumps counter
+/// `index` of the file's [`Generations`] and queues records with `cookie` on the file's
+/// events ring.
+///
+/// # Invariants
+///
+/// `index` (the slot) is below [`uapi::WATCH_MAX`] and belongs to this watch in its file's
+/// table while it lives. The watch is in `group`'s member list (and in no other list) from
+/// [`Watch::new`] until [`Watch::stop`]; the list's reference keeps it alive meanwhile, so
+/// every watch is stopped before it is freed.
+#[pin_data]
+pub(crate) struct Watch {
+    #[pin]
+    links: ListLinks,
+    group: Arc<WatchGroup>,
+    cookie: u64,
+    index: usize,
+    /// This watch under `max_watches_per_mm` and `max_watches_per_user`.
+    _charge: Charge,
+}
+
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for Watch { untracked; }
+}
+
+kernel::list::impl_list_item! {
+    impl ListItem<0> for Watch {
+        using ListLinks { self.links };
+    }
+}
+
+impl Watch {
+    /// Creates a watch in slot `index` with `cookie`, holding `charge`, and adds it to `group`.
+    ///
+    /// Errors: `ENOSPC` (`index` not below [`uapi::WATCH_MAX`]), `ENOMEM`. Process context,
+    /// may sleep (allocates, charged to the caller's memory cgroup).
+    pub(crate) fn new(
+        group: &Arc<WatchGroup>,
+        cookie: u64,
+        index: usize,
+        charge: Charge,
+    ) -> Result<Arc<Watch>> {
+        if index >= uapi::WATCH_MAX {
+            return Err(ENOSPC);
+        }
+        let item = ListArc::pin_init(
+            try_pin_init!(Watch {
+                links <- ListLinks::new(),
+                group: group.clone(),
+                cookie,
+                index,
+                _charge: charge,
+            }? Error),
+            GFP_KERNEL_ACCOUNT,
+        )?;
+        let watch = item.clone_arc();
+        let mut members = group.members.lock();
+        members.list.push_back(item);
+        members.count += 1;
+        // INVARIANT: in its group's list until `stop`.
         Ok(watch)
     }
 
@@ -293,19 +420,25 @@ impl Watch {
         self.index
     }
 
+    /// The group of the watch.
+    pub(crate) fn group(&self) -> &Arc<WatchGroup> {
+        &self.group
+    }
+
     /// The counter once every invalidation of the range that had begun is complete: waits for
     /// running invalidations (`mmu_interval_read_begin`), reads the counter, and retries if
     /// another invalidation began meanwhile. Errors: `EINTR` on a fatal signal between retries.
-    /// Process context, sleeps; must not be called with `seq_lock` held.
+    /// Process context, sleeps; must not be called with the group's lock held.
     pub(crate) fn sync(&self) -> Result<u64> {
+        let group = &self.group;
         loop {
-            let seq = self.notifier.read_begin();
+            let seq = group.notifier.read_begin();
             {
-                let _guard = self.seq_lock.lock();
-                let generation = self.gens.load(self.index);
-                // `set_seq` precedes the bump under `seq_lock`: a bump seen above means a
+                let _guard = group.members.lock();
+                let generation = group.gens.load(self.index);
+                // `set_seq` precedes the bumps under the lock: a bump seen above means a
                 // retry here.
-                if !self.notifier.read_retry(seq) {
+                if !group.notifier.read_retry(seq) {
                     return Ok(generation);
                 }
             }
@@ -315,56 +448,30 @@ impl Watch {
             }
         }
     }
-}
 
-impl InvalidateHandler for Watch {
-    /// Bumps the counter and queues a record when the event [`counts`]. Never sleeps or
-    /// allocates; never refuses.
-    fn invalidate(&self, range: &Range<'_>, seq: &SeqToken<'_>) -> bool {
-        let event = range.event();
-        let counted = counts(event);
-        {
-            let _guard = self.seq_lock.lock();
-            seq.set_seq();
-            if counted {
-                self.gens.bump(self.index);
-            }
-        }
-        if counted {
-            let start = range.start().max(self.start);
-            let end = range.end().min(self.end);
-            self.events.push(uapi::Event {
-                addr: start as u64,
-                len: end.saturating_sub(start) as u64,
-                cookie: self.cookie,
-                generation: 0,
-                // Below `WATCH_MAX` (type invariant).
-                handle: self.index as u32,
-                kind: uapi::EVENT_WATCH | event.index() as u32,
-            });
-        }
-        true
-    }
-}
-
-impl Watch {
-    /// Ends the watch: removes the notifier (waits for running callbacks), then bumps the
-    /// counter once more, so that a later watch in the same slot never shows a value seen for
-    /// this one. Idempotent: only the call that removed the notifier bumps, so once it returned
-    /// nothing of this watch touches the slot again (`VAMR_IOC_UNWATCH` frees the slot only
-    /// then, even if a `VAMR_IOC_WATCH_SYNC` still holds a reference). Sleeps.
+    /// Ends the watch: takes it out of its group (under the group's lock, so no callback
+    /// touches it afterwards), then bumps the counter once more, so that a later watch in the
+    /// same slot never shows a value seen for this one. Idempotent: only the call that took it
+    /// out bumps, so once it returned nothing of this watch touches the slot again
+    /// (`VAMR_IOC_UNWATCH` frees the slot only then, even if a `VAMR_IOC_WATCH_SYNC` still
+    /// holds a reference). Never sleeps (but dropping the watch later may: the caller must
+    /// drop its references in process context).
     pub(crate) fn stop(&self) {
-        if self.notifier.remove() {
-            self.gens.bump(self.index);
+        let removed = {
+            let mut members = self.group.members.lock();
+            // SAFETY: a watch is only ever in its own group's list (type invariant).
+            let removed = unsafe { members.list.remove(self) };
+            if removed.is_some() {
+                members.count -= 1;
+            }
+            removed
+        };
+        if removed.is_some() {
+            self.group.gens.bump(self.index);
         }
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for Watch {
-    /// Ends the watch if `VAMR_IOC_UNWATCH` did not (see [`Watch::stop`]). Sleeps.
-    fn drop(self: Pin<&mut Self>) {
-        self.stop();
+        // The list's reference goes after the lock (it may not be the last one, but the
+        // group's may).
+        drop(removed);
     }
 }
 

@@ -453,7 +453,7 @@ impl Region {
             }
             drop(table);
             drop(inner);
-            extra = KVec::with_capacity(n, GFP_KERNEL)?;
+            extra = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         };
         if absent && pins.move_into(&mut table[idx..idx + n], PagePin::new) {
             // Every slot of the range is absent (registration, memory new since the last
@@ -619,7 +619,7 @@ impl<'a> PinTurn<'a> {
             // Room for one more claim, allocated without the lock (no allocation under it);
             // the claims are looked at again after it.
             drop(inner);
-            let more = KVec::with_capacity(want, GFP_KERNEL)?;
+            let more = KVec::with_capacity(want, GFP_KERNEL_ACCOUNT)?;
             inner = region.inner.lock();
             drop(inner.pinning.make_room(more));
         }

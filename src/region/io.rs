@@ -350,7 +350,7 @@ impl Region {
         mut chunk: impl FnMut(&mut [u8]) -> Result,
     ) -> RegionResult {
         let off = self.check_copy(va, len, dir)?;
-        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len), GFP_KERNEL)?;
+        let mut bounce = KVec::<u8>::from_elem(0u8, PAGE_SIZE.min(len), GFP_KERNEL_ACCOUNT)?;
         let mut done = 0;
         while done < len {
             // A copy for user space may span a large region: stop on cancellation and on a

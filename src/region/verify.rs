@@ -64,9 +64,9 @@ impl Region {
     /// `Cancelled`, `Interrupted`.
     fn verify_batch(&self, mm: &MmWithUser, i: usize, j: usize) -> RegionResult {
         let n = j - i;
-        let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL)?;
+        let mut pfns = KVec::from_elem(0usize, n, GFP_KERNEL_ACCOUNT)?;
         // Unpinned after the lock is released; room for every pin of the batch.
-        let mut gone: KVec<PinnedPage> = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut gone: KVec<PinnedPage> = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         let mut attempts = 0;
         let (kept, swap) = loop {
             attempts += 1;

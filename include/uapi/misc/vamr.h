@@ -7,6 +7,15 @@
  * Every ioctl argument is a fixed-size structure; reserved fields and
  * unknown flag bits must be zero on input, otherwise the ioctl fails with
  * EINVAL. Sizes and offsets are the same on 32- and 64-bit user space.
+ *
+ * Everything a file holds (the file, its regions, watches and event ring)
+ * counts against limits per process and per user (the uid that opened the
+ * file), module parameters under /sys/module/vamr/parameters/ (see
+ * Documentation/vamr.rst, "Security"); past one, the call that would create
+ * more fails with ENOSPC: open() past max_files_per_mm (default 256) or
+ * max_files_per_user (1024), or when its ring of VAMR_EVENTS_RING_DEFAULT
+ * records would pass max_event_records_per_mm (262144) or
+ * max_event_records_per_user (1048576).
  */
 #ifndef _UAPI_MISC_VAMR_H
 #define _UAPI_MISC_VAMR_H
@@ -107,8 +116,8 @@ struct vamr_query {
  * (RLIMIT_MEMLOCK exceeded without CAP_IPC_LOCK, or no memory), EPERM
  * (caller's mm is not the opener's), EINTR (fatal signal while pinning),
  * ENOSPC (65536 regions on this file, or the process has max_regions_per_mm
- * regions: a module parameter, default 8192), EHWPOISON and other pin
- * errors.
+ * regions, default 8192, or the opener's uid max_regions_per_user, default
+ * 65536: module parameters), EHWPOISON and other pin errors.
  */
 struct vamr_register {
 	__u64 addr;
@@ -347,7 +356,9 @@ struct vamr_events_open {
  * record reports them). The ring's memory is charged to the caller's memory
  * cgroup.
  * Errors: EINVAL (flags, reserved, @ring above VAMR_EVENTS_RING_MAX), EPERM
- * (another address space), EMFILE, ENOMEM.
+ * (another address space), ENOSPC (the new size would pass
+ * max_event_records_per_mm or max_event_records_per_user: the ring stays as
+ * it was), EMFILE, ENOMEM.
  */
 struct vamr_events_open_ex {
 	__u32 flags;
@@ -397,7 +408,9 @@ struct vamr_events_open_ex {
  * more), so a slot reused by a later watch never shows a value a cache saw
  * for an earlier one.
  * Errors: EINVAL (len 0, overflow, flags), EFAULT (range beyond TASK_SIZE or
- * bad argument pointer), ENOSPC (VAMR_WATCH_MAX watches on this file), EPERM
+ * bad argument pointer), ENOSPC (VAMR_WATCH_MAX watches on this file, or
+ * the process has max_watches_per_mm, default 4096, or the opener's uid
+ * max_watches_per_user, default 65536: module parameters), EPERM
  * (caller's mm is not the opener's), ENOMEM, EINTR (fatal signal).
  */
 struct vamr_watch {
