@@ -41,8 +41,8 @@ use crate::notifier::{
 use crate::uapi;
 use core::ffi::c_void;
 use kernel::bindings;
-use kernel::mm::virt::{VmaMixedMap, VmaNew};
 use kernel::list::{List, ListArc, ListLinks};
+use kernel::mm::virt::{VmaMixedMap, VmaNew};
 use kernel::mm::Mm;
 use kernel::new_spinlock;
 use kernel::page::{Page, PAGE_SIZE};
