@@ -552,6 +552,44 @@ def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
     return texts["a"]
 
 
+def include_other_runs(specs, counts):
+    """--also LABEL=FILE: every result line of FILE (another run's output) as
+    LABEL.<name>, counted under counts[LABEL], and its tables and kernel lines
+    under a heading. Returns {LABEL: heading} for the summary. A missing or
+    empty FILE is one failure of LABEL."""
+    labels = {}
+    for spec in specs:
+        label, _, path = spec.partition("=")
+        counts[label] = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+        labels[label] = label
+        try:
+            lines = open(path, errors="replace").read().splitlines()
+        except FileNotFoundError:
+            lines = []
+        rest = []
+        for line in lines:
+            m = re.match(r"^(PASS|FAIL|SKIP)  (.*)$", line)
+            if m:
+                print(f"{m.group(1):4}  {label}.{m.group(2)}")
+                counts[label][m.group(1)] += 1
+            elif re.match(r"^\d+ passed, \d+ failed, \d+ skipped$", line):
+                continue
+            elif re.match(r"^(vamr|baseline|two-node|setup)[ :(]", line):
+                continue
+            else:
+                rest.append(line)
+            m = re.match(r"^== (.*)$", line)
+            if m and label == labels[label]:
+                labels[label] = f"{label} ({m.group(1)})"
+        if not any(counts[label].values()):
+            print(f"FAIL  {label}.guest: no results in {path}")
+            counts[label]["FAIL"] += 1
+        if any(l.strip() for l in rest):
+            print(f"\n== {labels[label]}")
+            print("\n".join(rest).strip("\n"))
+    return labels
+
+
 def main():
     ap = argparse.ArgumentParser(description="Turn the guest's logs into one result per test.")
     ap.add_argument("logdir")
@@ -562,6 +600,9 @@ def main():
     ap.add_argument("--pair", default=None)
     ap.add_argument("--pair-tests", default="")
     ap.add_argument("--pair-rc", type=int, default=None)
+    # LABEL=FILE: the output of another run of this script (scripts/test.sh's
+    # distro section on Debian's stock kernel): its results count as LABEL.*.
+    ap.add_argument("--also", action="append", default=[])
     args = ap.parse_args()
     logdir = args.logdir
     # LOGDIR "-": the two-node run (--pair) only.
@@ -584,7 +625,9 @@ def main():
     expected = {("tap", p) for p in programs}
     expected |= {("tap", s) for s, needs in STOCK_SECTIONS.items() if all(n in programs for n in needs)}
     expected.add(("tap", SETUP_SECTION))
-    expected |= {("kunit", k) for k in kunit_suites()}
+    # A kernel without KUnit (Debian's stock kernel) runs no suite.
+    if kconfig is None or "KUNIT" in kconfig:
+        expected |= {("kunit", k) for k in kunit_suites()}
     if sanitize and (kconfig is None or "DEBUG_KMEMLEAK" in kconfig):
         expected |= {("tap", "kmemleak_loaded"), ("tap", "kmemleak_unloaded")}
     if args.faultinj:
@@ -692,10 +735,12 @@ def main():
     summary = sanitizer_summary(results, console, inj, expected_dumps, sanitizers)
     if summary:
         print(summary)
+    also = include_other_runs(args.also, counts)
     print()
     labels = {"vamr": "vamr", "baseline": "baseline (normal/ODP MRs, stock rxe)",
               "pair": "two-node (Open MPI/UCX, rdma_remote, rping, perftest, libfabric)",
               "setup": "setup (guest steps, run checks)"}
+    labels.update(also)
     for c, label in labels.items():
         if c == "pair" and not args.pair:
             continue

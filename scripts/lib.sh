@@ -49,6 +49,8 @@ die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }
 # whose file .vamr-stock names that kernel's own image and module tree:
 #   image=/path/to/vmlinuz
 #   modules=/path/to/lib/modules/<release>
+#   vamr=/path/to/vamr.ko         (built against it)
+#   rxe=/path/to/rdma_rxe.ko      (the patched rdma_rxe, built against it)
 # stock_kernel_field KDIR FIELD prints a field of .vamr-stock.
 stock_kernel_field() {
 	sed -n "s/^$2=//p" "$1/.vamr-stock"
@@ -92,11 +94,17 @@ stage_guest_modules() {
 	cp -a "$(guest_kernel_modules "$kdir")" "$root/lib/modules/"
 	rm -f "$mods/build" "$mods/source"
 	mkdir -p "$mods/extra" "$mods/updates"
-	cp "$VAMR_TOP/vamr.ko" "$mods/extra/"
-	if [ -f "$VAMR_TOP/tests/kapi/vamr_api_test.ko" ]; then
-		cp "$VAMR_TOP/tests/kapi/vamr_api_test.ko" "$mods/extra/"
+	if [ -f "$kdir/.vamr-stock" ]; then
+		# Built against the distribution kernel by scripts/distro.sh.
+		cp "$(stock_kernel_field "$kdir" vamr)" "$mods/extra/"
+		cp "$(stock_kernel_field "$kdir" rxe)" "$mods/updates/"
+	else
+		cp "$VAMR_TOP/vamr.ko" "$mods/extra/"
+		if [ -f "$VAMR_TOP/tests/kapi/vamr_api_test.ko" ]; then
+			cp "$VAMR_TOP/tests/kapi/vamr_api_test.ko" "$mods/extra/"
+		fi
+		cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/updates/"
 	fi
-	cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/updates/"
 	depmod -b "$root" "$kver"
 	grep -q '^updates/rdma_rxe.ko:.*extra/vamr.ko' "$mods/modules.dep" ||
 		die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"

@@ -6,9 +6,14 @@
 # (build-kernel.sh, cached), vamr.ko, the selftests and the examples.
 # Prints the kernel build directory (KDIR) on stdout.
 #
-# usage: prepare.sh [--kernel] [--sanitize | --bench]
+# usage: prepare.sh [--kernel] [--sanitize | --bench | --distro]
 #   --kernel    only the host set-up and the kernel: prints KDIR and stops
 #               (test.sh starts the host checks on it while the rest builds).
+#   --distro    Debian's stock kernel instead, no kernel compiled
+#               (scripts/distro.sh: its image and modules from apt, vamr.ko
+#               and the patched rxe built in a trixie chroot by Debian's
+#               rustc); KDIR is then the regenerated headers tree, with
+#               .vamr-stock naming the image and the modules (scripts/lib.sh).
 #   --sanitize  the same against the sanitizer kernel (build-kernel.sh
 #               --sanitize); modules are then built with its LLVM toolchain.
 #   --bench     for scripts/bench.sh: the benchmark kernel (build-kernel.sh
@@ -36,14 +41,21 @@ for arg in "$@"; do
 	--kernel) kernel_only=1 ;;
 	--sanitize) variant=(--sanitize) ;;
 	--bench) variant=(--bench) ;;
-	*) die "usage: prepare.sh [--kernel] [--sanitize | --bench]" ;;
+	--distro) variant=(--distro) ;;
+	*) die "usage: prepare.sh [--kernel] [--sanitize | --bench | --distro]" ;;
 	esac
 done
 
 # Before the kernel build (minutes): a work tree the guests cannot see.
 require_guest_visible "$top" "$VAMR_BUILD"
-"$here/setup-host.sh" "${variant[@]}" >&2
-if [ -n "${VAMR_KDIR:-}" ]; then
+if [ "${variant[*]}" = --distro ]; then
+	"$here/setup-host.sh" >&2
+else
+	"$here/setup-host.sh" "${variant[@]}" >&2
+fi
+if [ "${variant[*]}" = --distro ]; then
+	kdir=$("$here/distro.sh")
+elif [ -n "${VAMR_KDIR:-}" ]; then
 	[ -f "$VAMR_KDIR/.vamr-built" ] || die "VAMR_KDIR=$VAMR_KDIR is not a built kernel tree (no .vamr-built)"
 	kdir=$VAMR_KDIR
 	log "using the kernel tree VAMR_KDIR=$kdir"
@@ -79,6 +91,12 @@ user_space() {
 	make -s -C "$top/tests/mpi" OUT="$VAMR_BUILD/mpi" >&2
 	make -s -C "$top/tests/pair" OUT="$VAMR_BUILD/pair" >&2
 }
+if [ "${variant[*]}" = --distro ]; then
+	# The modules were built in the chroot (distro.sh).
+	user_space
+	echo "$kdir"
+	exit 0
+fi
 user_space &
 user_pid=$!
 # Stop the user-space build too when the modules' fails (set -e leaves here).

@@ -10,6 +10,12 @@
 #
 # usage: run.sh [examples|bench]   (bench: scripts/bench.sh, on the
 #                                   benchmark kernel)
+#
+# The guests boot Debian's stock kernel (linux-image-7.3.4+deb13-amd64,
+# unmodified, from apt), with vamr.ko and the patched rdma_rxe built against
+# it in a trixie chroot by Debian's rustc (prepare.sh --distro,
+# scripts/distro.sh): no kernel is compiled. VAMR_KERNEL=test boots the
+# debug test kernel instead (scripts/build-kernel.sh, as scripts/test.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +28,15 @@ examples) ;;
 bench) exec "$here/bench.sh" ;;
 *) die "usage: run.sh [examples|bench]" ;;
 esac
-kdir=$("$here/prepare.sh")
+case "${VAMR_KERNEL:-distro}" in
+distro) kdir=$("$here/prepare.sh" --distro) ;;
+test) kdir=$("$here/prepare.sh") ;;
+*) die "VAMR_KERNEL=${VAMR_KERNEL} (distro or test)" ;;
+esac
+# The release each guest booted, from its kernel's banner.
+booted() { # console.log
+	sed -n 's/.*Linux version \([^ ]*\) .*/\1/p' "$1" | head -n1
+}
 
 # Two nodes first: Open MPI + UCX across them, stock MRs and VA MRs side by
 # side (tests/pair/node-a.sh, section mpi_remap; Documentation/two-nodes.rst).
@@ -38,12 +52,14 @@ VAMR_PAIR_TESTS=$pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-900} VAMR_MPI_MIB=
 mpi_rc=0
 "$here/collect-results.py" - --pair "$pairlog" --pair-tests "$pair_tests" --pair-rc "$pair_rc" \
 	>"$pairlog/summary.txt" || mpi_rc=$?
+echo "== two nodes: node a ran $(booted "$pairlog/a/console.log"), node b $(booted "$pairlog/b/console.log")"
 grep -v -e '^PASS  ' -e '^SKIP  ' -e '^setup (' -e '^two-node (' "$pairlog/summary.txt"
 [ "$mpi_rc" = 0 ] || log "the two-node MPI run failed; see $pairlog/summary.txt and $pairlog/{a,b}"
 
 logdir="$VAMR_BUILD/logs/$what"
 guest_rc=0
 "$here/run-guest.sh" "$kdir" demo "$VAMR_BUILD/$what" "$logdir" || guest_rc=$?
+echo "== one node: $(booted "$logdir/console.log")"
 # Show the demo sections and the guest's set-up steps.
 awk '/^### BEGIN demo/ { on = 1; print "== " $4; next }
      /^### END demo/ { on = 0; if ($5 != "rc=0") { print "   (exit " $5 ")"; bad = 1 } next }

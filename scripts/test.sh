@@ -89,6 +89,41 @@ if [ "$sanitize" = 0 ]; then
 		echo "one-node guest $((SECONDS - t))s" >>"$logdir/times"
 		return "$rc"
 	}
+	# Section "distro": Debian's stock kernel, unmodified (prepare.sh --distro,
+	# scripts/distro.sh), after the rest: the VA-semantics programs in one
+	# guest (with the module unload), the cross-node table and the MPI job on
+	# two; summarized into $distrolog/summary.txt, counted as distro.*.
+	# VAMR_DISTRO=0 leaves it out.
+	distrolog="$VAMR_BUILD/logs/distro"
+	distro_progs="rdma_va va_mr_remap va_mr_jobs.sh rdma_monitor vamr_monitor"
+	distro_pair_tests="pair_link mpi_remap rdma_remote"
+	distro_section() {
+		local t=$SECONDS dk rc=0 prc=0 p
+		[ "${VAMR_DISTRO:-1}" = 1 ] || return 0
+		rm -rf "$distrolog"
+		mkdir -p "$distrolog/progs"
+		log "distro section (Debian's stock kernel): $distrolog"
+		if ! dk=$("$here/prepare.sh" --distro 2>"$distrolog/prepare.log"); then
+			tail -n 20 "$distrolog/prepare.log" >&2
+			echo "FAIL  setup.prepare_distro  # prepare.sh --distro failed: $distrolog/prepare.log" >"$distrolog/summary.txt"
+			return 0
+		fi
+		for p in $distro_progs helpers; do
+			ln -s "$VAMR_BUILD/selftests/$p" "$distrolog/progs/$p"
+		done
+		"$here/run-guest.sh" "$dk" test "$distrolog/progs" "$distrolog/one" || rc=$?
+		VAMR_PAIR_TESTS=$distro_pair_tests VAMR_TIMEOUT=${VAMR_PAIR_TIMEOUT:-1200} \
+			"$here/run-pair.sh" "$dk" "$distrolog/pair" \
+			". $top/tests/pair/node-a.sh" ". $top/tests/pair/node-b.sh" || prc=$?
+		{
+			echo "== Debian's stock kernel: the guests ran" \
+				"$(sed -n 's/.*Linux version \([^ ]*\) .*/\1/p' "$distrolog/one/console.log" | head -n1)"
+			"$here/collect-results.py" "$distrolog/one" --guest-rc "$rc" --kconfig "$dk/.config" \
+				--tests "$distro_progs" --pair "$distrolog/pair" --pair-tests "$distro_pair_tests" \
+				--pair-rc "$prc" || true
+		} >"$distrolog/summary.txt"
+		echo "distro section $((SECONDS - t))s" >>"$logdir/times"
+	}
 	guest_rc=0 pair_rc=0
 	if [ "$serial" = 1 ]; then
 		VAMR_KDIR=$kdir "$here/prepare.sh" >/dev/null
@@ -112,13 +147,15 @@ if [ "$sanitize" = 0 ]; then
 	fi
 	[ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 	cat "$logdir/host.tap" >>"$logdir/results.log"
+	distro_section
 	log "times: prepare ${t_prepare}s, $(paste -sd, "$logdir/times" | sed 's/,/, /g')" \
 		"($([ "$serial" = 1 ] && echo "one after the other" || echo "at the same time")), total $SECONDS s"
 	# Expected sections: the selftests' programs, shell tests (TEST_PROGS)
 	# included, the host checks, and the two-node sections.
 	tests="$(make -s -C "$top/tests/selftests" list) host"
 	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
-		--tests "$tests" --pair "$pairlog" --pair-tests "$pair_tests" --pair-rc "$pair_rc"
+		--tests "$tests" --pair "$pairlog" --pair-tests "$pair_tests" --pair-rc "$pair_rc" \
+		$([ "${VAMR_DISTRO:-1}" = 1 ] && echo "--also distro=$distrolog/summary.txt")
 fi
 
 # The sanitizer run.
