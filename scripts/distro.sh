@@ -73,14 +73,18 @@ apt_opts() {
 }
 
 # --- a) the trixie chroot -----------------------------------------------
-TOOLS=(rustc rust-src bindgen libclang-19-dev gcc-14 binutils pahole openssl libssl-dev
+# (rustfmt: bindgen formats the bindings it writes with it.)
+TOOLS=(rustc rust-src rustfmt bindgen libclang-19-dev gcc-14 binutils pahole openssl libssl-dev
 	make bc flex bison libelf-dev dkms kmod patch cpio xz-utils zstd python3 perl)
 
 make_chroot() {
-	local uri securi key opts=()
+	local uri securi key basekey opts=()
 	uri=$(mirror_uri)
 	securi=$(mirror_uri security)
-	key=$(printf '%s\n' "$SUITE" "$KVER" "${TOOLS[@]}" | sha256sum | cut -c1-16)
+	# The chroot is made again only for another suite or mirror; another
+	# package list is installed into the one there.
+	basekey=$(printf '%s\n' "$SUITE" "$uri" "$securi" | sha256sum | cut -c1-16)
+	key=$(printf '%s\n' "$basekey" "$KVER" "${TOOLS[@]}" | sha256sum | cut -c1-16)
 	if [ "$(cat "$base/.chroot" 2>/dev/null)" = "$key" ]; then
 		return 0
 	fi
@@ -88,7 +92,7 @@ make_chroot() {
 		log "apt-get install mmdebstrap"
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >&2
 	}
-	if [ "$(cat "$base/.chroot-base" 2>/dev/null)" != "$key" ]; then
+	if [ "$(cat "$base/.chroot-base" 2>/dev/null)" != "$basekey" ]; then
 		rm -rf "$root" "$base/.chroot"
 		mapfile -t opts < <(apt_opts)
 		log "mmdebstrap $SUITE (toolchain) into $root"
@@ -96,10 +100,11 @@ make_chroot() {
 			--include="$(IFS=,; echo "${TOOLS[*]}")" "$SUITE" "$root" \
 			"deb $uri $SUITE main" "deb $uri $SUITE-updates main" \
 			"deb $securi $SUITE-security main" "deb $uri $SUITE-backports main" >&2
-		echo "$key" >"$base/.chroot-base"
+		echo "$basekey" >"$base/.chroot-base"
 	fi
 	# mmdebstrap leaves no package lists behind.
 	in_chroot apt-get update -qq >&2
+	in_chroot apt-get install -y -qq --no-install-recommends "${TOOLS[@]}" >&2
 	# linux-source and the headers of one version, from whichever suite has
 	# it (trixie-backports for 7.3).
 	local ver
