@@ -15,8 +15,9 @@
 #  c) a kernel tree with the Rust build outputs Debian's headers lack
 #     (rust/*.rmeta, ...): linux-source unpacked, the headers' .config, make
 #     with the headers' .kernelvariables (KERNELRELEASE, CC=...-gcc-14, ...),
-#     olddefconfig, modules_prepare and rust/; the Rust symbols it defines
-#     must be those of Debian's Module.symvers (which the tree then gets);
+#     olddefconfig, modules_prepare (which builds rust/ too); the Rust symbols
+#     it exports must be those of Debian's Module.symvers (which the tree
+#     then gets, with the headers' vmlinux for the modules' BTF);
 #  d) vamr.ko and the patched rdma_rxe built against that tree in the chroot,
 #     from a copy of this work tree; vermagic and modpost checked.
 #
