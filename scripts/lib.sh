@@ -34,6 +34,22 @@ kbuild_llvm_args() {
 	fi
 }
 
+# mirror_uri [security]: the Debian mirror of this machine's own apt sources
+# (the first URIs: of debian.sources, or deb line of sources.list): the main
+# archive, or with "security" the security archive.
+mirror_uri() {
+	local f=/etc/apt/sources.list.d/debian.sources uri="" neg='!'
+	[ "${1:-}" = security ] && neg=''
+	if [ -f "$f" ]; then
+		uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ('"$neg"'($i ~ /security/)) { print $i; exit } }' "$f")
+	fi
+	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+		uri=$(awk '$1 == "deb" && '"$neg"'($2 ~ /security/) { print $2; exit }' /etc/apt/sources.list)
+	fi
+	[ -n "$uri" ] || die "cannot find the Debian ${1:-main} mirror URI in the apt sources"
+	echo "$uri"
+}
+
 log() { printf '[vamr %(%T)T] %s\n' -1 "$*" >&2; }
 die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }
 

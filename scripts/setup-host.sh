@@ -45,18 +45,6 @@ need_root() {
 	fi
 }
 
-mirror_uri() {
-	local f=/etc/apt/sources.list.d/debian.sources uri=""
-	if [ -f "$f" ]; then
-		uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' "$f")
-	fi
-	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-		uri=$(awk '$1 == "deb" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list)
-	fi
-	[ -n "$uri" ] || die "cannot find the Debian mirror URI in the apt sources"
-	echo "$uri"
-}
-
 add_suites() {
 	local uri src=/etc/apt/sources.list.d/vamr-extra.sources
 	local pref=/etc/apt/preferences.d/vamr-extra
