@@ -12,19 +12,18 @@
 #     ..., linux-source-7.3 and linux-headers-$KVER of one version;
 #  b) Debian's stock kernel image and modules packages, unpacked: vmlinuz and
 #     lib/modules/$KVER (depmod run);
-#  c) a kernel tree with the Rust build outputs Debian's headers lack
-#     (rust/*.rmeta, ...): linux-source unpacked, the headers' .config, make
-#     with the headers' .kernelvariables (KERNELRELEASE, CC=...-gcc-14, ...),
-#     olddefconfig, modules_prepare (which builds rust/ too); the Rust symbols
-#     it exports must be those of Debian's Module.symvers (which the tree
-#     then gets, with the headers' vmlinux for the modules' BTF);
-#  d) vamr.ko and the patched rdma_rxe built against that tree in the chroot,
-#     from a copy of this work tree; vermagic and modpost checked.
+#  c) d) dkms add, build and install of a copy of this work tree in the
+#     chroot, as a user runs them (Documentation/install-debian.rst): the
+#     build regenerates the Rust build outputs Debian's headers lack from
+#     linux-source (scripts/kbuild-rust.sh, via dkms.conf's
+#     scripts/dkms-build.sh) into work/kbuild/$KVER, then builds vamr.ko and
+#     the patched rdma_rxe; dkms status, vermagic and modpost checked.
 #
 # Everything is cached in $VAMR_CACHE/distro (markers per step, keyed by
 # their inputs): a second run takes seconds. Its work/ directory is
 # bind-mounted at the same path in the chroot, so paths agree inside and out.
-# Prints the paths at the end (KEY=path lines on stdout).
+# Prints the tree (the guests' KDIR, with .vamr-stock naming the image, the
+# module tree and the two modules: scripts/lib.sh) on stdout.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -172,97 +171,67 @@ fetch_stock() {
 	echo "$ver" >"$stock/.done"
 }
 
-# --- c) the kernel tree with the Rust build outputs -----------------------
-hdr=/usr/src/linux-headers-$KVER
+# --- c) and d) vamr through DKMS, as on a Debian machine --------------------
+# The chroot is a Debian trixie system with the backports kernel's headers
+# and linux-source: dkms add/build/install of a copy of this work tree, for
+# $KVER, run there exactly as Documentation/install-debian.rst says. dkms.conf's
+# build (scripts/dkms-build.sh) regenerates the Rust build outputs once
+# (scripts/kbuild-rust.sh: the rustc and linux-source checks, olddefconfig
+# unchanged, modules_prepare, the Rust symbols against Debian's
+# Module.symvers), into work/kbuild/$KVER, which is the KDIR of the guests.
 
-# The tree's key: the source version and the toolchain that builds rust/.
-tree_key() {
-	local ver=$1
-	{
-		echo "$ver"
-		in_chroot dpkg-query -W -f='${Package} ${Version}\n' rustc rust-src bindgen \
-			libclang-19-dev gcc-14 binutils pahole
-		sha256sum <"$root$hdr/.config"
-		sha256sum <"$root$hdr/.kernelvariables"
-	} | sha256sum | cut -c1-16
-}
-
-prepare_tree() {
-	local ver=$1 tree=$2 key
-	key=$(tree_key "$ver")
-	if [ "$(cat "$tree/.vamr-distro" 2>/dev/null)" = "$key" ]; then
-		return 0
-	fi
-	rm -rf "$tree" "$work/linux-source-7.3"
-	log "unpack linux-source-7.3 $ver into $tree"
-	tar -xf "$root/usr/src/linux-source-7.3.tar.xz" -C "$work"
-	mv "$work/linux-source-7.3" "$tree"
-	# Debian's top Makefile includes .kernelvariables (KERNELRELEASE,
-	# CROSS_COMPILE, CC=...-gcc-14): every make in the tree, M= too, uses it.
-	cp "$root$hdr/.config" "$root$hdr/.kernelvariables" "$tree/"
-	log "make olddefconfig modules_prepare (rust/ with Debian's rustc)"
-	in_chroot make -s -C "$tree" olddefconfig >&2
-	diff <(grep '^CONFIG_\|^# CONFIG_' "$root$hdr/.config") <(grep '^CONFIG_\|^# CONFIG_' "$tree/.config") >&2 ||
-		die "olddefconfig changed Debian's $KVER .config (the diff above): a tool differs"
-	in_chroot make -s -C "$tree" -j"$(nproc)" modules_prepare >&2
-	[ "$(cat "$tree/include/config/kernel.release")" = "$KVER" ] ||
-		die "$tree has kernel release $(cat "$tree/include/config/kernel.release"), not $KVER"
-	local f
-	for f in rust/libkernel.rmeta rust/libcore.rmeta rust/libmacros.so scripts/target.json; do
-		[ -e "$tree/$f" ] || die "modules_prepare left no $f in $tree"
-	done
-	check_rust_symbols "$tree"
-	# What modpost resolves against (the exports of vmlinux and Debian's
-	# modules) and what gives modules BTF against Debian's vmlinux.
-	cp "$root$hdr/Module.symvers" "$root$hdr/vmlinux" "$tree/"
-	echo "$key" >"$tree/.vamr-distro"
-}
-
-# check_rust_symbols TREE: the Rust symbols TREE's rust/ exports are the ones
-# of Debian's Module.symvers, all of them: the crate hashes in the mangled
-# names cover rustc's full version and every crate's inputs, so they agree
-# only when the toolchain and the sources are Debian's.
-check_rust_symbols() {
-	local tree=$1 ours theirs n m extra
-	ours=$(mktemp) theirs=$(mktemp)
-	sed -n 's/^EXPORT_SYMBOL_RUST_GPL(\(_R[^)]*\));$/\1/p' "$tree"/rust/exports_*_generated.h | sort -u >"$ours"
-	awk '$2 ~ /^_R/ { print $2 }' "$root$hdr/Module.symvers" | sort -u >"$theirs"
-	m=$(wc -l <"$theirs")
-	n=$(comm -12 "$ours" "$theirs" | wc -l)
-	extra=$(comm -23 "$ours" "$theirs" | wc -l)
-	rm -f "$ours" "$theirs"
-	log "Rust symbols: $n of $m of Debian's Module.symvers match ($extra of ours not in it)"
-	[ "$m" -gt 0 ] && [ "$n" = "$m" ] && [ "$extra" = 0 ] ||
-		die "the Rust symbols of $tree differ from Debian's $KVER: another rustc or source"
-	echo "$n of $m" >"$tree/.vamr-rust-symbols"
-}
-
-# --- d) vamr.ko and the patched rdma_rxe against the tree -----------------
-# A copy of the work tree (its tracked and untracked, not ignored, files):
-# built in the chroot, it leaves the work tree's own outputs alone.
+# A copy of the work tree (its tracked and untracked, not ignored, files).
 copy_worktree() {
+	rm -rf "$srccopy"
 	mkdir -p "$srccopy"
 	(cd "$VAMR_TOP" && git ls-files -z --cached --others --exclude-standard |
 		while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
 		tar --null -T - -cf -) | tar -xf - -C "$srccopy"
 }
 
-build_modules() {
-	local tree=$1 blog=$work/modules.log vm want="$KVER SMP preempt mod_unload"
+# The sources' key: every file copy_worktree copies, with its contents.
+sources_key() {
+	(cd "$VAMR_TOP" && git ls-files -z --cached --others --exclude-standard |
+		while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
+		xargs -0 sha256sum) | sha256sum | cut -c1-16
+}
+
+dkms_modules() {
+	local ver blog=$work/dkms.log key vm want="$KVER SMP preempt mod_unload" ko
+	ver=$(cat "$VAMR_TOP/VERSION")
+	key="$(sources_key) $(cat "$base/.chroot")"
+	installed=$root/lib/modules/$KVER/updates/dkms
+	if [ "$(cat "$work/.dkms" 2>/dev/null)" = "$key" ] && [ -f "$tree/.vamr-kbuild" ]; then
+		return 0
+	fi
 	copy_worktree
-	log "make KDIR=$tree modules; scripts/build-rxe.sh $tree (in the chroot)"
-	in_chroot sh -c "make -C '$srccopy' KDIR='$tree' modules &&
-		VAMR_BUILD='$srccopy/build' '$srccopy/scripts/build-rxe.sh' '$tree'" >"$blog" 2>&1 || {
-		tail -n 30 "$blog" >&2
-		die "the module build against $tree failed (log: $blog)"
+	log "dkms add, build, install vamr/$ver for $KVER (in the chroot; log: $blog)"
+	in_chroot sh -c '
+		set -e
+		dkms remove "vamr/$2" --all >/dev/null 2>&1 || true
+		rm -rf "/usr/src/vamr-$2"
+		dkms add "$1"
+		env VAMR_KBUILD_CACHE="$4" dkms build "vamr/$2" -k "$3"
+		dkms install "vamr/$2" -k "$3"
+		dkms status vamr
+		for m in vamr rdma_rxe; do
+			printf "modinfo %s: " "$m"
+			modinfo -F version /lib/modules/"$3"/updates/dkms/"$m".ko*
+		done
+	' sh "$srccopy" "$ver" "$KVER" "$work/kbuild" >"$blog" 2>&1 || {
+		tail -n 40 "$blog" >&2
+		cat "$root/var/lib/dkms/vamr/$ver/build/make.log" 2>/dev/null | tail -n 30 >&2 || true
+		die "dkms add/build/install of vamr/$ver for $KVER failed (log: $blog)"
 	}
-	! grep -E 'modpost: .*undefined|WARNING: modpost' "$blog" >&2 ||
-		die "modpost found unresolved symbols (log: $blog)"
-	for ko in "$vamr_ko" "$rxe_ko"; do
+	grep -q "^vamr/$ver, $KVER, x86_64: installed" "$blog" ||
+		die "dkms status does not show vamr/$ver installed for $KVER (log: $blog)"
+	for ko in "$installed"/vamr.ko* "$installed"/rdma_rxe.ko*; do
+		[ -f "$ko" ] || die "dkms installed no $(basename "$ko") in $installed"
 		vm=$(modinfo -F vermagic "$ko" | sed 's/ *$//')
 		[ "$vm" = "$want" ] || die "$ko has vermagic '$vm', not '$want'"
 	done
-	log "vermagic $want; modpost: no unresolved symbol"
+	log "dkms: $(grep "^vamr/$ver" "$blog"); vermagic $want; modpost: no unresolved symbol (dkms-build.sh)"
+	echo "$key" >"$work/.dkms"
 }
 
 t0=$SECONDS
@@ -270,26 +239,21 @@ make_chroot
 check_rustc
 log "a) chroot ready ($((SECONDS - t0)) s)"
 pkgver=$(cat "$base/pkgver")
-tree=$work/linux-${pkgver//[:~+]/_}
+tree=$work/kbuild/$KVER
 
 t=$SECONDS
 fetch_stock "$pkgver"
 log "b) stock kernel $KVER ($pkgver) unpacked ($((SECONDS - t)) s)"
 
 t=$SECONDS
-prepare_tree "$pkgver" "$tree"
-log "c) tree with Rust outputs, symbols $(cat "$tree/.vamr-rust-symbols") ($((SECONDS - t)) s)"
+dkms_modules
+log "c, d) DKMS build, Rust symbols $(cat "$tree/.vamr-rust-symbols") ($((SECONDS - t)) s); total $((SECONDS - t0)) s"
 
-t=$SECONDS
-vamr_ko=$srccopy/vamr.ko
-rxe_ko=$srccopy/build/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko
-build_modules "$tree"
-log "d) modules built ($((SECONDS - t)) s); total $((SECONDS - t0)) s"
-
-cat <<EOT
-KDIR=$tree
-VMLINUZ=$stock/boot/vmlinuz-$KVER
-MODULES=$stock/lib/modules/$KVER
-VAMR_KO=$vamr_ko
-RXE_KO=$rxe_ko
-EOT
+# The guests' kernel (scripts/lib.sh: .vamr-stock of a stock kernel's tree).
+{
+	echo "image=$stock/boot/vmlinuz-$KVER"
+	echo "modules=$stock/lib/modules/$KVER"
+	echo "vamr=$(ls "$installed"/vamr.ko* | head -n1)"
+	echo "rxe=$(ls "$installed"/rdma_rxe.ko* | head -n1)"
+} >"$tree/.vamr-stock"
+echo "$tree"

@@ -12,6 +12,7 @@
 # linux-source once per kernel ABI by scripts/kbuild-rust.sh (which refuses
 # a rustc or a linux-source that is not the kernel's, with the reason) and
 # cached in $VAMR_KBUILD_CACHE (default /var/cache/vamr/kbuild/KERNELVER).
+# Fails when modpost reports an unresolved symbol.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,4 +24,11 @@ else
 	kdir=${VAMR_KBUILD_CACHE:-/var/cache/vamr/kbuild}/$kver
 	VAMR_HEADERS=$ksrc "$here/kbuild-rust.sh" "$kver" "$kdir"
 fi
-exec make -C "$here/.." KDIR="$kdir" dkms-modules
+# modpost only warns about an unresolved symbol; the module would not load.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+make -C "$here/.." KDIR="$kdir" dkms-modules 2>&1 | tee "$log"
+if grep -E 'modpost: .*undefined' "$log" >&2; then
+	echo "dkms-build.sh: unresolved symbols (above): $kdir does not match the running kernel" >&2
+	exit 1
+fi

@@ -33,7 +33,8 @@ die() { printf '[vamr] error: %s\n' "$*" >&2; exit 1; }
 
 [ $# = 2 ] || die "usage: kbuild-rust.sh KVER TREE"
 kver=$1 tree=$2
-hdr=${VAMR_HEADERS:-/usr/src/linux-headers-$kver}
+hdr=$(realpath -e "${VAMR_HEADERS:-/usr/src/linux-headers-$kver}") ||
+	die "no headers for $kver: install linux-headers-$kver"
 for f in .config .kernelvariables Module.symvers; do
 	[ -f "$hdr/$f" ] || die "no $hdr/$f: install linux-headers-$kver"
 done
@@ -50,8 +51,9 @@ have=$(rustc --version 2>/dev/null) || die "no rustc on PATH: install Debian's r
 command -v bindgen >/dev/null || die "no bindgen on PATH (Debian: package bindgen)"
 
 # The sources: linux-source of the headers' version.
-hpkg=$(dpkg-query -S "$hdr/.config" 2>/dev/null | sed -n '1s/: .*//p')
-hver=$(dpkg-query -W -f='${Version}' "$hpkg" 2>/dev/null) || die "$hdr/.config belongs to no installed package"
+hpkg=$(dpkg-query -S "$hdr/.config" 2>/dev/null | sed -n '1s/: .*//p') || true
+[ -n "$hpkg" ] || die "$hdr/.config belongs to no installed package (dpkg -S)"
+hver=$(dpkg-query -W -f='${Version}' "$hpkg")
 sver=$(dpkg-query -W -f='${Version}' "linux-source-$series" 2>/dev/null) || die "linux-source-$series is not installed"
 [ "$hver" = "$sver" ] ||
 	die "linux-source-$series is $sver but $hpkg is $hver: install linux-source-$series=$hver"

@@ -122,7 +122,7 @@ stage_guest_modules() {
 		cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/updates/"
 	fi
 	depmod -b "$root" "$kver"
-	grep -q '^updates/rdma_rxe.ko:.*extra/vamr.ko' "$mods/modules.dep" ||
+	grep -Eq '^updates/rdma_rxe\.ko(\.xz|\.zst|\.gz)?:.*extra/vamr\.ko' "$mods/modules.dep" ||
 		die "depmod does not resolve the patched rdma_rxe (updates/) against vamr.ko"
 	if guest_needs_initramfs "$kdir"; then
 		"$VAMR_TOP/scripts/mkinitramfs.sh" "$root" "$kver" "$2/initramfs.gz" ||
