@@ -2,8 +2,8 @@
 
 //! Asynchronous prefetch (`ibv_advise_mr()` without `IB_UVERBS_ADVISE_MR_FLAG_FLUSH`): the
 //! advice runs as a work item on the module's workqueue, bounded per region, per address
-//! space and per user, and never waits on user space (a fault that would wait becomes a fault request, and
-//! the advice ends there).
+//! space and per user, and never waits on user space (a fault that would wait becomes a fault
+//! request, and the advice ends there).
 
 use super::{Prefetch, Region, RegionError, RegionResult};
 use crate::mm_state::{Budget, Charge};
