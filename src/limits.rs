@@ -26,9 +26,12 @@
 //!   documentation of `src/watch.rs`).
 //!
 //! Work in flight (fault requests, waiting device tasks, asynchronous prefetches) has budgets
-//! of its own, per address space (`mm_state::Budget`, `EAGAIN`).
+//! of its own ([`Budget`], `EAGAIN` or a dropped advice): constants per address space
+//! (`src/mm_state.rs`), and per user the `max_*_per_user` parameters of `src/vamr_limits.c`
+//! ([`budget_limit`]), counted here too, in the [`UserState`] of the region's user (who
+//! registered it), whoever's task does the work.
 
-use crate::mm_state::MmRef;
+use crate::mm_state::{Budget, MmRef};
 use kernel::ffi::c_char;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -38,6 +41,41 @@ use kernel::sync::Arc;
 extern "C" {
     fn vamr_limit(object: u32, per_user: bool) -> u32;
     fn vamr_limit_name(object: u32, per_user: bool) -> *const c_char;
+    fn vamr_budget_limit(budget: u32) -> u32;
+    fn vamr_budget_name(budget: u32) -> *const c_char;
+}
+
+/// The per-user bound of `budget` in force (`max_fault_requests_per_user`,
+/// `max_device_waits_per_user`, `max_prefetches_per_user`). Any context.
+pub(crate) fn budget_limit(budget: Budget) -> usize {
+    // SAFETY: no preconditions; reads an `unsigned int` parameter with `READ_ONCE`.
+    unsafe { vamr_budget_limit(budget as u32) as usize }
+}
+
+/// The per-user parameter's name of `budget`, as C declares it.
+fn budget_name(budget: Budget) -> &'static CStr {
+    // SAFETY: no preconditions; returns a static string for every known budget.
+    let name = unsafe { vamr_budget_name(budget as u32) };
+    if name.is_null() {
+        return c"?";
+    }
+    // SAFETY: a NUL-terminated string literal of the C glue, which lives forever.
+    unsafe { CStr::from_char_ptr(name) }
+}
+
+/// Adds `n` to `count` unless the sum would exceed `limit` (no overshoot, so an add that fails
+/// never makes another one fail). Returns whether it added. Any context; never sleeps.
+fn try_add_capped(count: &Atomic<usize>, n: usize, limit: usize) -> bool {
+    let mut cur = count.load(Relaxed);
+    loop {
+        let Some(new) = cur.checked_add(n).filter(|&v| v <= limit) else {
+            return false;
+        };
+        match count.cmpxchg(cur, new, Relaxed) {
+            Ok(_) => return true,
+            Err(seen) => cur = seen,
+        }
+    }
 }
 
 /// What a user can make vamr keep, each counted per address space and per user. The order is
@@ -99,17 +137,7 @@ impl Counts {
     /// a charge that fails never makes another one fail). Returns whether it added. Any
     /// context; never sleeps.
     fn try_add(&self, object: Object, n: usize, limit: usize) -> bool {
-        let count = &self.0[object as usize];
-        let mut cur = count.load(Relaxed);
-        loop {
-            let Some(new) = cur.checked_add(n).filter(|&v| v <= limit) else {
-                return false;
-            };
-            match count.cmpxchg(cur, new, Relaxed) {
-                Ok(_) => return true,
-                Err(seen) => cur = seen,
-            }
-        }
+        try_add_capped(&self.0[object as usize], n, limit)
     }
 
     /// Takes `n` back from the count of `object`. Any context.
@@ -128,11 +156,14 @@ impl Counts {
 /// # Invariants
 ///
 /// `holders` is the number of live [`User`] handles of this state; while it is not 0, the
-/// entry of [`USERS`] for `uid` is this state.
+/// entry of [`USERS`] for `uid` is this state. `work[b]` is the number of live budget charges
+/// of `b` (`mm_state::Charge`) that hold a handle of this state, at most [`budget_limit`]
+/// when each was taken.
 struct UserState {
     uid: u32,
     holders: Atomic<usize>,
     counts: Counts,
+    work: [Atomic<usize>; Budget::COUNT],
 }
 
 kernel::sync::global_lock! {
@@ -190,12 +221,27 @@ impl User {
                 uid,
                 holders: Atomic::new(1),
                 counts: Counts::new(),
+                work: [const { Atomic::new(0) }; Budget::COUNT],
             },
             GFP_KERNEL_ACCOUNT,
         )?;
         tree.try_create_and_insert(uid, state.clone(), GFP_KERNEL_ACCOUNT)?;
         // INVARIANT: the new entry for `uid` is `state`, which counts this handle.
         Ok(User { state })
+    }
+}
+
+impl User {
+    /// Takes one unit of `budget` for the user: whether it did (false when the user has
+    /// [`budget_limit`] outstanding already). For `mm_state::Charge` only, which gives it back
+    /// with [`User::uncharge`]. Any context; never sleeps.
+    pub(crate) fn try_charge(&self, budget: Budget) -> bool {
+        try_add_capped(&self.state.work[budget as usize], 1, budget_limit(budget))
+    }
+
+    /// Gives back one unit of `budget` that [`User::try_charge`] took. Any context.
+    pub(crate) fn uncharge(&self, budget: Budget) {
+        self.state.work[budget as usize].fetch_sub(1, Relaxed);
     }
 }
 
@@ -300,6 +346,11 @@ impl Charge {
     pub(crate) fn mm(&self) -> &MmRef {
         &self.mm
     }
+
+    /// The user the charge counts for.
+    pub(crate) fn user(&self) -> &User {
+        &self.user
+    }
 }
 
 impl Drop for Charge {
@@ -309,13 +360,17 @@ impl Drop for Charge {
     }
 }
 
-/// debugfs `vamr/users` (mode 0400): one line per user with a live handle, `uid` and its count
-/// of each object in [`Object`] order, after a header line naming the per-user parameters. For
-/// the tests (nothing leaks when everything is closed); root only, as debugfs is.
+/// debugfs `vamr/users` (mode 0400): one line per user with a live handle, `uid`, its count
+/// of each object in [`Object`] order, then its work in flight of each [`Budget`] in order,
+/// after a header line naming the per-user parameters. For the tests (nothing leaks when
+/// everything is closed); root only, as debugfs is.
 pub(crate) fn debugfs_users(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     write!(f, "uid")?;
     for object in Object::ALL {
         write!(f, " {}", object.param_name(true).to_str().unwrap_or("?"))?;
+    }
+    for budget in Budget::ALL {
+        write!(f, " {}", budget_name(budget).to_str().unwrap_or("?"))?;
     }
     writeln!(f)?;
     let guard = USERS.lock();
@@ -326,6 +381,9 @@ pub(crate) fn debugfs_users(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kerne
         write!(f, "{uid}")?;
         for object in Object::ALL {
             write!(f, " {}", state.counts.get(object))?;
+        }
+        for work in &state.work {
+            write!(f, " {}", work.load(Relaxed))?;
         }
         writeln!(f)?;
     }
@@ -365,6 +423,21 @@ mod tests {
     }
 
     #[test]
+    fn budgets_match_the_c_parameters() {
+        let names = [
+            (Budget::FaultRequests, "max_fault_requests_per_user"),
+            (Budget::DeviceWaits, "max_device_waits_per_user"),
+            (Budget::Prefetches, "max_prefetches_per_user"),
+        ];
+        assert_eq!(names.len(), Budget::COUNT);
+        for (i, (budget, name)) in names.into_iter().enumerate() {
+            assert_eq!(budget as usize, i);
+            assert_eq!(Budget::ALL[i], budget);
+            assert_eq!(budget_name(budget).to_bytes(), name.as_bytes());
+        }
+    }
+
+    #[test]
     fn counts_stop_at_the_limit_without_overshoot() {
         let c = Counts::new();
         assert!(c.try_add(Object::Watches, 3, 4));
@@ -395,5 +468,27 @@ mod tests {
         b.state.counts.sub(Object::Files, 2);
         drop(b);
         assert!(USERS.lock().as_ref().unwrap().get(&uid).is_none());
+    }
+
+    #[test]
+    fn a_users_budget_stops_at_its_parameter() {
+        let uid = 0xfffe_0002;
+        let a = User::of(uid).unwrap();
+        let b = User::of(uid).unwrap();
+        let limit = budget_limit(Budget::FaultRequests);
+        assert!(limit > 0);
+        // Two handles (two processes) of one user share the budget.
+        for i in 0..limit {
+            assert!(if i % 2 == 0 { &a } else { &b }.try_charge(Budget::FaultRequests));
+        }
+        assert!(!b.try_charge(Budget::FaultRequests));
+        assert!(a.try_charge(Budget::DeviceWaits));
+        b.uncharge(Budget::FaultRequests);
+        assert!(a.try_charge(Budget::FaultRequests));
+        for _ in 0..limit {
+            a.uncharge(Budget::FaultRequests);
+        }
+        a.uncharge(Budget::DeviceWaits);
+        assert!(a.state.work.iter().all(|w| w.load(Relaxed) == 0));
     }
 }

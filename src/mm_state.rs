@@ -304,12 +304,38 @@ impl MmSlot {
     pub(crate) fn state(&self) -> &Arc<MmState> {
         self.charge.mm().state()
     }
+
+    /// Takes one unit of `budget` for the region's mm and for its user (who registered it).
+    /// Errors: `EAGAIN` when the mm has [`Budget::limit`] outstanding already, or the user
+    /// [`limits::budget_limit`] (nothing is taken then). Any context; does not sleep.
+    pub(crate) fn charge(&self, budget: Budget) -> Result<Charge> {
+        let state = self.state();
+        let count = &state.charged[budget as usize];
+        if count.fetch_add(1, Relaxed) >= budget.limit() {
+            count.fetch_sub(1, Relaxed);
+            return Err(EAGAIN);
+        }
+        let user = self.charge.user();
+        if !user.try_charge(budget) {
+            count.fetch_sub(1, Relaxed);
+            return Err(EAGAIN);
+        }
+        // INVARIANT: counted above, for the mm and for the user.
+        Ok(Charge {
+            state: state.clone(),
+            user: user.clone(),
+            budget,
+        })
+    }
 }
 
-/// Work that one address space may have outstanding at a time, each with its bound (see
-/// `Documentation/vamr.rst`, "Security"): past it, the operation that would add one more fails
-/// with `EAGAIN` (an asynchronous prefetch is dropped instead) rather than queueing or waiting, so that no process can make vamr's
-/// or a driver's workqueue hold an unbounded amount of its blocked work.
+/// Work that one address space, and one user over all its processes, may have outstanding at a
+/// time, each with its bounds (see `Documentation/vamr.rst`, "Security"): [`Budget::limit`]
+/// per mm, [`limits::budget_limit`] (module parameters) per user. Past either, the operation
+/// that would add one more fails with `EAGAIN` (an asynchronous prefetch is dropped instead)
+/// rather than queueing or waiting, so that no process, and no user with many processes, can
+/// make vamr's or a driver's workqueue hold an unbounded amount of its blocked work. The order
+/// is that of `enum vamr_budget` in `src/vamr_limits.h` (KUnit checks the parameter names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Budget {
     /// Fault requests queued or running on the fault workqueue (`src/region/fault.rs`).
@@ -322,7 +348,15 @@ pub(crate) enum Budget {
 }
 
 impl Budget {
-    const COUNT: usize = 3;
+    /// Number of budgets.
+    pub(crate) const COUNT: usize = 3;
+
+    /// Every budget, in index order.
+    pub(crate) const ALL: [Budget; Self::COUNT] = [
+        Budget::FaultRequests,
+        Budget::DeviceWaits,
+        Budget::Prefetches,
+    ];
 
     /// The bound per address space.
     pub(crate) const fn limit(self) -> usize {
@@ -334,36 +368,23 @@ impl Budget {
     }
 }
 
-/// One unit of a [`Budget`] of an mm, given back when dropped (from any context: a work item
-/// holds it until it ends).
+/// One unit of a [`Budget`] of an mm and of a user ([`MmSlot::charge`]), given back when
+/// dropped, from any context that may sleep (a work item holds it until it ends; the user
+/// handle it holds may be the user's last one, see `limits::User`).
 ///
 /// # Invariants
 ///
-/// `state.charged[budget]` counts this charge until it is dropped.
+/// `state.charged[budget]` and `user`'s count of `budget` each count this charge until it is
+/// dropped.
 pub(crate) struct Charge {
     state: Arc<MmState>,
+    user: User,
     budget: Budget,
-}
-
-impl MmState {
-    /// Takes one unit of `budget`. Errors: `EAGAIN` when the mm has [`Budget::limit`]
-    /// outstanding already. Any context; does not sleep.
-    pub(crate) fn charge(self: &Arc<Self>, budget: Budget) -> Result<Charge> {
-        let count = &self.charged[budget as usize];
-        if count.fetch_add(1, Relaxed) >= budget.limit() {
-            count.fetch_sub(1, Relaxed);
-            return Err(EAGAIN);
-        }
-        // INVARIANT: counted above.
-        Ok(Charge {
-            state: self.clone(),
-            budget,
-        })
-    }
 }
 
 impl Drop for Charge {
     fn drop(&mut self) {
         self.state.charged[self.budget as usize].fetch_sub(1, Relaxed);
+        self.user.uncharge(self.budget);
     }
 }

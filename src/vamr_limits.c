@@ -5,9 +5,9 @@
  * The Rust module! macro registers its parameters with no sysfs file (perm 0);
  * these need one, readable by anyone and writable by root at run time
  * (/sys/module/vamr/parameters/), so they are declared here and read through
- * vamr_limit(). A lower value applies to new objects only: what exists stays.
- * src/limits.rs does the counting; Documentation/vamr.rst ("Security") lists
- * the bounds.
+ * vamr_limit() and vamr_budget_limit(). A lower value applies to new objects
+ * (and new work) only: what exists stays. src/limits.rs does the counting;
+ * Documentation/vamr.rst ("Security") lists the bounds.
  */
 #include <linux/compiler.h>
 #include <linux/moduleparam.h>
@@ -47,6 +47,28 @@ VAMR_LIMIT_PARAM(max_event_records_per_mm, VAMR_OBJ_EVENT_RECORDS, per_mm,
 VAMR_LIMIT_PARAM(max_event_records_per_user, VAMR_OBJ_EVENT_RECORDS, per_user,
 		 "Most event-ring records of the /dev/vamr files of one user; ENOSPC past it (default 1048576)");
 
+/*
+ * Work in flight of one user, over all its processes (the per-process bounds
+ * are constants of src/mm_state.rs: 16, 64, 64). Past one the access fails
+ * with EAGAIN, an asynchronous prefetch is dropped.
+ */
+static unsigned int vamr_budget_limits[VAMR_BUDGET_COUNT] = {
+	[VAMR_BUDGET_FAULT_REQUESTS] = 256,
+	[VAMR_BUDGET_DEVICE_WAITS] = 1024,
+	[VAMR_BUDGET_PREFETCHES] = 1024,
+};
+
+#define VAMR_BUDGET_PARAM(name, budget, desc)                                  \
+	module_param_named(name, vamr_budget_limits[budget], uint, 0644);      \
+	MODULE_PARM_DESC(name, desc)
+
+VAMR_BUDGET_PARAM(max_fault_requests_per_user, VAMR_BUDGET_FAULT_REQUESTS,
+		  "Most fault requests (faults delivered from vamr_fault for accesses that must not wait themselves) the processes of one user may have outstanding; past it the access fails with EAGAIN (default 256; 16 per process)");
+VAMR_BUDGET_PARAM(max_device_waits_per_user, VAMR_BUDGET_DEVICE_WAITS,
+		  "Most device tasks waiting for fault requests of the processes of one user; past it the access fails with EAGAIN (default 1024; 64 per process)");
+VAMR_BUDGET_PARAM(max_prefetches_per_user, VAMR_BUDGET_PREFETCHES,
+		  "Most asynchronous prefetches queued or running for the processes of one user; past it the advice is dropped (default 1024; 64 per process)");
+
 unsigned int vamr_limit(unsigned int object, bool per_user)
 {
 	if (object >= VAMR_OBJ_COUNT)
@@ -68,4 +90,24 @@ const char *vamr_limit_name(unsigned int object, bool per_user)
 	if (object >= VAMR_OBJ_COUNT)
 		return NULL;
 	return names[object][per_user];
+}
+
+unsigned int vamr_budget_limit(unsigned int budget)
+{
+	if (budget >= VAMR_BUDGET_COUNT)
+		return 0;
+	return READ_ONCE(vamr_budget_limits[budget]);
+}
+
+const char *vamr_budget_name(unsigned int budget)
+{
+	static const char *const names[VAMR_BUDGET_COUNT] = {
+		[VAMR_BUDGET_FAULT_REQUESTS] = "max_fault_requests_per_user",
+		[VAMR_BUDGET_DEVICE_WAITS] = "max_device_waits_per_user",
+		[VAMR_BUDGET_PREFETCHES] = "max_prefetches_per_user",
+	};
+
+	if (budget >= VAMR_BUDGET_COUNT)
+		return NULL;
+	return names[budget];
 }

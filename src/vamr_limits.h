@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The bounds on what users create through vamr (src/limits.rs): module
- * parameters of src/vamr_limits.c, read through one accessor.
+ * The bounds on what users create through vamr (src/limits.rs) and on the
+ * work in flight they cause: module parameters of src/vamr_limits.c, read
+ * through accessors.
  */
 #ifndef _VAMR_LIMITS_H
 #define _VAMR_LIMITS_H
@@ -28,5 +29,22 @@ unsigned int vamr_limit(unsigned int object, bool per_user);
 
 /* The parameter's name ("max_watches_per_mm", ...), NULL for an unknown one. */
 const char *vamr_limit_name(unsigned int object, bool per_user);
+
+/*
+ * Work in flight, in the order of enum Budget in src/mm_state.rs: bounded per
+ * address space by constants there, per user by these parameters.
+ */
+enum vamr_budget {
+	VAMR_BUDGET_FAULT_REQUESTS,
+	VAMR_BUDGET_DEVICE_WAITS,
+	VAMR_BUDGET_PREFETCHES,
+	VAMR_BUDGET_COUNT,
+};
+
+/* The per-user bound of @budget; 0 for an unknown one. Any context. */
+unsigned int vamr_budget_limit(unsigned int budget);
+
+/* Its parameter's name ("max_fault_requests_per_user", ...), NULL for an unknown one. */
+const char *vamr_budget_name(unsigned int budget);
 
 #endif /* _VAMR_LIMITS_H */

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Asynchronous prefetch (`ibv_advise_mr()` without `IB_UVERBS_ADVISE_MR_FLAG_FLUSH`): the
-//! advice runs as a work item on the module's workqueue, bounded per region and per address
-//! space, and never waits on user space (a fault that would wait becomes a fault request, and
-//! the advice ends there).
+//! advice runs as a work item on the module's workqueue, bounded per region, per address
+//! space and per user, and never waits on user space (a fault that would wait becomes a fault
+//! request, and the advice ends there).
 
-use super::{Prefetch, Region, RegionResult};
+use super::{Prefetch, Region, RegionError, RegionResult};
 use crate::mm_state::{Budget, Charge};
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
@@ -25,7 +25,8 @@ struct PrefetchWork {
     va: usize,
     len: usize,
     how: Prefetch,
-    /// The advice's unit of the mm's [`Budget::Prefetches`], given back when it ends.
+    /// The advice's unit of [`Budget::Prefetches`] of the mm and of the region's user, given
+    /// back when it ends.
     _charge: Charge,
     #[pin]
     work: Work<PrefetchWork>,
@@ -52,7 +53,8 @@ impl Region {
     /// pins later is best effort (as [`Region::prefetch`] from a work item: no wait on user
     /// space).
     ///
-    /// Past [`PREFETCHES_PER_REGION`] or the mm's [`Budget::Prefetches`] the advice is dropped.
+    /// Past [`PREFETCHES_PER_REGION`] or the [`Budget::Prefetches`] of the mm or of the
+    /// region's user (`max_prefetches_per_user`) the advice is dropped.
     /// Errors: as [`Region::prefetch`]'s checks (`EINVAL`, `EACCES`);
     /// `ECANCELED` once the region is cancelled; `EFAULT` once it is dead; `ENOMEM`. Process
     /// context; may sleep (allocates); takes the region lock.
@@ -64,8 +66,10 @@ impl Region {
         self.check_interrupted()?;
         // Past a bound the advice is dropped, not failed: asynchronous advice is best effort
         // (ODP's may fail silently too), and callers that advise in a loop must not see errors.
-        let Ok(charge) = self.mm_state()?.charge(Budget::Prefetches) else {
-            return Ok(());
+        let charge = match self.charge(Budget::Prefetches) {
+            Ok(charge) => charge,
+            Err(RegionError::Dead) => return Err(RegionError::Dead),
+            Err(_) => return Ok(()),
         };
         {
             let mut inner = self.inner.lock();

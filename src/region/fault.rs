@@ -6,7 +6,7 @@
 //! deregistration always ends the wait (see `Documentation/vamr.rst`, "Pinning").
 
 use super::{Region, RegionError, RegionInner, RegionResult};
-use crate::mm_state::{Budget, Charge, MmState};
+use crate::mm_state::{Budget, Charge};
 use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -22,7 +22,8 @@ struct FaultRequest {
     /// The page to fault in (page aligned).
     va: usize,
     write: bool,
-    /// The request's unit of the mm's [`Budget::FaultRequests`], given back when it ends.
+    /// The request's unit of [`Budget::FaultRequests`] of the mm and of the region's user,
+    /// given back when it ends.
     _charge: Charge,
     #[pin]
     work: Work<FaultRequest>,
@@ -61,11 +62,17 @@ impl Region {
         matches!(kernel::current!().mm(), Some(mm) if core::ptr::eq(mm.as_raw(), self.mm().as_raw()))
     }
 
-    /// The state shared by the regions of the mm. Errors: `Dead` once the region is dead.
-    pub(super) fn mm_state(&self) -> RegionResult<Arc<MmState>> {
-        let inner = self.inner.lock();
+    /// Takes one unit of `budget` for the region's mm and its user (`MmSlot::charge`).
+    /// Errors: `Dead` once the region is dead; `EAGAIN` past the mm's or the user's bound.
+    /// Takes the region lock; does not sleep otherwise.
+    pub(super) fn charge(&self, budget: Budget) -> RegionResult<Charge> {
+        Self::charge_locked(&self.inner.lock(), budget)
+    }
+
+    /// As [`Region::charge`], with the region lock held.
+    fn charge_locked(inner: &RegionInner, budget: Budget) -> RegionResult<Charge> {
         match &inner.slot {
-            Some(slot) if !inner.dead => Ok(slot.state().clone()),
+            Some(slot) if !inner.dead => Ok(slot.charge(budget)?),
             _ => Err(RegionError::Dead),
         }
     }
@@ -76,33 +83,36 @@ impl Region {
     /// outstanding request ends). Does not wait.
     ///
     /// Errors: `EAGAIN` when the mm has [`Budget::FaultRequests`]'s bound of requests
-    /// outstanding; `Dead` once the region is dead; `ENOMEM`. Sleeps (allocates).
+    /// outstanding, or the region's user its `max_fault_requests_per_user`; `Dead` once the
+    /// region is dead; `ENOMEM`. Sleeps (allocates).
     pub(super) fn request_fault(&self, idx: usize, write: bool) -> RegionResult<u64> {
         let va = self.start + idx * PAGE_SIZE;
-        let state = self.mm_state()?;
-        let ticket = {
+        let (ticket, charge) = {
             let mut inner = self.inner.lock();
+            if inner.dead || inner.slot.is_none() {
+                return Err(RegionError::Dead);
+            }
             if inner.fault_pending {
                 return Ok(inner.faults_done);
             }
+            // Charged before the request is marked pending: past a bound nobody joined it.
+            let charge = Self::charge_locked(&inner, Budget::FaultRequests)?;
             inner.fault_pending = true;
-            inner.faults_done
+            (inner.faults_done, charge)
         };
         // SAFETY: `self` lives in an `Arc` (type invariant) and the caller holds a reference
         // to the region (it is accessing it), so the count is not zero.
         let region: Arc<Region> = unsafe { ArcBorrow::from_raw(self) }.into();
-        let request = state.charge(Budget::FaultRequests).and_then(|charge| {
-            KBox::pin_init(
-                pin_init!(FaultRequest {
-                    region,
-                    va,
-                    write,
-                    _charge: charge,
-                    work <- new_work!("vamr_fault_request"),
-                }),
-                GFP_KERNEL_ACCOUNT,
-            )
-        });
+        let request = KBox::pin_init(
+            pin_init!(FaultRequest {
+                region,
+                va,
+                write,
+                _charge: charge,
+                work <- new_work!("vamr_fault_request"),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        );
         let request = match request {
             Ok(request) => request,
             Err(e) => {
@@ -130,8 +140,9 @@ impl Region {
     /// The wait ends when the request finished (success or not: the caller pins again), or
     /// with `Cancelled` when the region is cancelled (deregistration), `Dead` when it is
     /// dead, `Interrupted` when the caller has a signal pending (a process; device tasks get none).
-    /// A device task (the caller is not the owner process) counts against the mm's
-    /// [`Budget::DeviceWaits`] while it waits: past that bound, `EAGAIN` at once. Other
+    /// A device task (the caller is not the owner process) counts against the
+    /// [`Budget::DeviceWaits`] of the mm and of the region's user while it waits: past
+    /// either bound, `EAGAIN` at once. Other
     /// errors: as [`Region::request_fault`]. If the handler never answers, the request ends
     /// when the process closes its userfaultfd (at exit at the latest); the wait ends at
     /// cancellation in any case. Sleeps interruptibly.
@@ -139,7 +150,7 @@ impl Region {
         let _waiting = if self.current_is_owner() {
             None
         } else {
-            Some(self.mm_state()?.charge(Budget::DeviceWaits)?)
+            Some(self.charge(Budget::DeviceWaits)?)
         };
         let ticket = self.request_fault(idx, write)?;
         let mut inner = self.inner.lock();

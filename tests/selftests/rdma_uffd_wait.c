@@ -15,6 +15,16 @@
  * fault_requests_per_mm: 20 threads advise 20 VA MRs of one process: 16
  * fault requests wait, the other 4 advices fail with EAGAIN at once, and
  * deregistration ends the 16 waits.
+ * fault_requests_per_user: the same in two processes of one uid, with
+ * max_fault_requests_per_user lowered to 24: A's 16 wait, then only 8 of
+ * B's (12 EAGAIN); debugfs vamr/users shows 24 while they wait.
+ * device_waits_per_mm: 70 QPs of one process WRITE into its one trapped
+ * VA MR: 64 responder tasks wait for its one fault request, the other 6
+ * accesses fail at once (an access error completion); deregistration ends
+ * the 64 waits.
+ * va_mrs_count_per_user: VA MRs from ibv_reg_mr(VAMR_ACCESS_VA) count
+ * against max_regions_per_user (lowered to 3), with /dev/vamr regions.
+ * Every test ends with nothing of uid 65534 counted (debugfs vamr/users).
  * async_advise_flood: uid 65534 queues 4400 asynchronous advices on its
  * trapped MR; uid 65533's RDMA WRITEs on its own QPs keep their latency
  * while that advice is outstanding: none times out, and the median stays
@@ -22,6 +32,7 @@
  * flood and after the attacker exited).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -51,6 +62,12 @@
 #define FLOOD 4400
 #define MRS 20
 #define FAULT_REQUESTS_PER_MM 16	/* Documentation/vamr.rst, "Security" */
+#define FAULT_REQUESTS_PER_USER 24	/* lowered from 256 for the test */
+#define DEVICE_WAITS_PER_MM 64
+#define DEV_QPS 70
+#define REGIONS_PER_USER 3		/* lowered from 65536 for the test */
+#define PARAMS "/sys/module/vamr/parameters/"
+#define USERS "/sys/kernel/debug/vamr/users"
 #define LAT_WRITES 200
 
 /* Exported by libibverbs for providers (IBVERBS_PRIVATE_34): see rdma_va.c. */
@@ -65,15 +82,93 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Sets the module parameter PARAMS/name (restored by sys_guard_restore()): 0, or -1. */
+static int set_param(const char *name, long value)
+{
+	char path[128], val[32];
+
+	snprintf(path, sizeof(path), PARAMS "%s", name);
+	snprintf(val, sizeof(val), "%ld\n", value);
+	return sys_guard_set(path, val);
+}
+
+/*
+ * @uid's count in column @col (a per-user parameter's name) of debugfs
+ * vamr/users: the count, 0 if @uid has no entry, -1 if there is no such file
+ * or column.
+ */
+static long user_count(uid_t uid, const char *col)
+{
+	FILE *f = fopen(USERS, "re");
+	char line[512], *tok, *save;
+	int idx = -1, i = 0;
+	long v = 0;
+
+	if (!f)
+		return -1;
+	if (!fgets(line, sizeof(line), f)) {
+		fclose(f);
+		return -1;
+	}
+	for (tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save), i++)
+		if (!strcmp(tok, col))
+			idx = i;
+	while (idx > 0 && fgets(line, sizeof(line), f)) {
+		if (strtoul(line, NULL, 10) != uid)
+			continue;
+		tok = strtok_r(line, " \n", &save);
+		for (i = 0; tok && i < idx; i++)
+			tok = strtok_r(NULL, " \n", &save);
+		v = tok ? strtol(tok, NULL, 10) : -1;
+		break;
+	}
+	fclose(f);
+	return idx > 0 ? v : -1;
+}
+
+/*
+ * Whether @uid's entry in vamr/users is gone (nothing of it counted) within
+ * @sec seconds (a fault request ends on its worker, after its process): 1, 0,
+ * or -1 without the file.
+ */
+static int user_gone(uid_t uid, double sec)
+{
+	double t0 = now_s();
+	char line[512];
+
+	for (;;) {
+		FILE *f = fopen(USERS, "re");
+		int found = 0;
+
+		if (!f)
+			return -1;
+		while (fgets(line, sizeof(line), f))
+			found |= isdigit((unsigned char)line[0]) && strtoul(line, NULL, 10) == uid;
+		fclose(f);
+		if (!found)
+			return 1;
+		if (now_s() - t0 > sec)
+			return 0;
+		usleep(20 * 1000);
+	}
+}
+
 /* What the children report, in shared memory. */
 struct shared {
 	int step;		/* first failed check of a child, 0 if none */
 	char msg[256];
 	double dereg_s;		/* the deregistration's time */
 	int blocked_ret;	/* what the waiting call returned */
-	int early;		/* calls that returned at once (fault_requests_per_mm) */
-	int early_eagain;	/* ... of them with EAGAIN */
-	int late;		/* calls that returned after deregistration */
+	/* Per child (fault_requests_per_*, device_waits_per_mm): */
+	int early[2];		/* calls (accesses) that returned at once */
+	int early_eagain[2];	/* ... of them with EAGAIN (an access error completion) */
+	int late[2];		/* calls that returned after deregistration (ECANCELED) */
+	int ready[2];		/* the child's calls wait now */
+	int go;			/* the parent looked: deregister */
+	int go2;		/* the parent looked again: exit */
+	int early_status[24], late_status[24];	/* completions by status */
+	int regs[3];		/* va_mrs_count_per_user: see regions_child() */
+	int reg_err[2];
 	int flood_ok, flood_other;
 	uint64_t fault_requests;
 	double quiet_ms, loaded_ms, after_ms, max_ms;
@@ -294,8 +389,17 @@ static void dev_prefetch_child(struct shared *sh)
 	close(c.vfd);
 }
 
-static void per_mm_child(struct shared *sh)
+/* Which child of a test a process is (set before spawn_as(); the fork keeps it). */
+static int child_idx;
+
+/*
+ * MRS threads each advise (synchronously) one of MRS trapped VA MRs; after 2 s
+ * the calls that returned are counted, the child says it is ready and, when
+ * @hold, waits for the parent's go; then it deregisters everything.
+ */
+static void advise_mrs(struct shared *sh, bool hold)
 {
+	int k = child_idx;
 	uint8_t *a = map_anon(MRS * PAGE);
 	struct advise_call *c = calloc(MRS, sizeof(*c));
 	struct trap *t = calloc(1, sizeof(*t));
@@ -323,10 +427,13 @@ static void per_mm_child(struct shared *sh)
 	usleep(2000 * 1000);
 	for (i = 0; i < MRS; i++) {
 		if (__atomic_load_n(&c[i].done, __ATOMIC_ACQUIRE)) {
-			sh->early++;
-			sh->early_eagain += c[i].ret == EAGAIN;
+			sh->early[k]++;
+			sh->early_eagain[k] += c[i].ret == EAGAIN;
 		}
 	}
+	__atomic_store_n(&sh->ready[k], 1, __ATOMIC_RELEASE);
+	if (hold)
+		CHILD_CHECK(sh, 9, wait_flag(&sh->go, 60), "no go from the parent");
 	t0 = now_s();
 	for (i = 0; i < MRS; i++)
 		CHILD_CHECK(sh, 6, !ibv_dereg_mr(mr[i]), "dereg %d", i);
@@ -336,8 +443,184 @@ static void per_mm_child(struct shared *sh)
 		pthread_join(th[i], NULL);
 	}
 	for (i = 0; i < MRS; i++)
-		sh->late += c[i].ret == ECANCELED;
+		sh->late[k] += c[i].ret == ECANCELED;
 	trap_release(t);
+	CHILD_CHECK(sh, 8, !rdma_pair_close(&p), "close");
+}
+
+static void per_mm_child(struct shared *sh)
+{
+	advise_mrs(sh, false);
+}
+
+static void per_user_child(struct shared *sh)
+{
+	advise_mrs(sh, true);
+}
+
+/* Sender qp[i] and responder qp[DEV_QPS + i], connected, in @p's PD: 0 or -errno. */
+static int dev_qps_open(struct rdma_pair *p, struct ibv_cq **cq, struct ibv_qp **qp)
+{
+	int i, ret;
+
+	*cq = ibv_create_cq(p->ctx, 4 * DEV_QPS, NULL, NULL, 0);
+	if (!*cq)
+		return -ENOMEM;
+	for (i = 0; i < 2 * DEV_QPS; i++) {
+		struct ibv_qp_init_attr a = {
+			.send_cq = *cq, .recv_cq = *cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+				 .max_recv_sge = 1 },
+		};
+
+		qp[i] = ibv_create_qp(p->pd, &a);
+		if (!qp[i])
+			return errno ? -errno : -ENOMEM;
+	}
+	for (i = 0; i < 2 * DEV_QPS; i++) {
+		ret = rdma_pair_connect_qp(p, qp[i], qp[(i + DEV_QPS) % (2 * DEV_QPS)]->qp_num, 0, 0);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void dev_qps_close(struct ibv_cq *cq, struct ibv_qp **qp)
+{
+	for (int i = 0; i < 2 * DEV_QPS; i++)
+		if (qp[i])
+			ibv_destroy_qp(qp[i]);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/*
+ * Polls @cq for @sec seconds or until @want send completions came: how many
+ * came, counted by status in @status (24 entries).
+ */
+static int dev_poll(struct ibv_cq *cq, int want, double sec, int *status)
+{
+	double t0 = now_s();
+	struct ibv_wc wc[16];
+	int n = 0, got;
+
+	while (n < want && now_s() - t0 < sec) {
+		got = ibv_poll_cq(cq, 16, wc);
+		if (got <= 0) {
+			usleep(5 * 1000);
+			continue;
+		}
+		for (int i = 0; i < got; i++) {
+			if (wc[i].wr_id >= DEV_QPS)
+				continue;
+			n++;
+			status[wc[i].status < 24 ? wc[i].status : 23]++;
+		}
+	}
+	return n;
+}
+
+/*
+ * DEV_QPS senders each post one 64-byte RDMA WRITE into one trapped page of a
+ * VA MR: every responder task needs the same fault, one fault request, and
+ * waits for it (a device task: not the owner process) up to the mm's bound.
+ */
+static void device_waits_child(struct shared *sh)
+{
+	uint8_t *a = map_anon(PAGE), *buf = map_anon(PAGE);
+	struct trap *t = calloc(1, sizeof(*t));
+	struct ibv_qp *qp[2 * DEV_QPS] = { 0 };
+	struct ibv_cq *cq = NULL;
+	struct ibv_mr *mr, *bmr;
+	struct rdma_pair p;
+	double t0;
+	int i, ret;
+
+	CHILD_CHECK(sh, 1, a && buf && t, "mmap");
+	ret = rdma_pair_open(&p, NULL);
+	CHILD_CHECK(sh, 2, !ret, "rdma_pair_open: %s", strerror(-ret));
+	pattern_fill(a, PAGE, 35, 0);
+	pattern_fill(buf, PAGE, 36, 0);
+	ret = rdma_pair_reg_mr(&p, a, PAGE, ACC | VAMR_ACCESS_VA, &mr);
+	CHILD_CHECK(sh, 3, !ret, "VA MR: %s", strerror(-ret));
+	CHILD_CHECK(sh, 4, !rdma_pair_reg_mr(&p, buf, PAGE, ACC, &bmr), "MR");
+	ret = dev_qps_open(&p, &cq, qp);
+	CHILD_CHECK(sh, 5, !ret, "%d QPs: %s", 2 * DEV_QPS, strerror(-ret));
+	ret = trap_arm(t, a, PAGE);
+	CHILD_CHECK(sh, 6, !ret, "userfaultfd: %s", strerror(-ret));
+	for (i = 0; i < DEV_QPS; i++) {
+		struct ibv_sge sge = { (uintptr_t)(buf + 64 * (i % 64)), 64, bmr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = IBV_SEND_SIGNALED,
+			.wr.rdma = { (uintptr_t)(a + 64 * (i % 64)), mr->rkey },
+		}, *bad;
+
+		CHILD_CHECK(sh, 7, !ibv_post_send(qp[i], &wr, &bad), "post %d", i);
+	}
+	CHILD_CHECK(sh, 8, wait_flag(&t->h.seen, 10), "the WRITEs raised no userfault in 10 s");
+	/* Those past the bound complete at once; give every responder task 2 s to get there. */
+	sh->early[0] = dev_poll(cq, DEV_QPS, 2.0, sh->early_status);
+	__atomic_store_n(&sh->ready[0], 1, __ATOMIC_RELEASE);
+	CHILD_CHECK(sh, 9, wait_flag(&sh->go, 60), "no go from the parent");
+	t0 = now_s();
+	ret = ibv_dereg_mr(mr);
+	sh->dereg_s = now_s() - t0;
+	CHILD_CHECK(sh, 10, !ret, "dereg: %s", strerror(ret));
+	sh->late[0] = dev_poll(cq, DEV_QPS - sh->early[0], 10.0, sh->late_status);
+	trap_release(t);
+	dev_qps_close(cq, qp);
+	ibv_dereg_mr(bmr);
+	CHILD_CHECK(sh, 11, !rdma_pair_close(&p), "close");
+}
+
+/*
+ * VA MRs and a /dev/vamr region under max_regions_per_user (REGIONS_PER_USER):
+ * regs[0] VA MRs registered before the first failure (its errno in
+ * reg_err[0]), regs[1] whether a /dev/vamr region fits then (reg_err[1]), then
+ * one dereg: regs[2] whether a VA MR fits again; the parent looks at the
+ * counts at ready[0] (all held) and ready[1] (all deregistered).
+ */
+static void regions_child(struct shared *sh)
+{
+	uint8_t *a = map_anon(PAGE);
+	struct ibv_mr *mr[REGIONS_PER_USER + 2] = { 0 };
+	struct rdma_pair p;
+	uint32_t h = 0;
+	int i, n = 0, ret, vfd;
+
+	CHILD_CHECK(sh, 1, a != NULL, "mmap");
+	ret = rdma_pair_open(&p, NULL);
+	CHILD_CHECK(sh, 2, !ret, "rdma_pair_open: %s", strerror(-ret));
+	vfd = vamr_open();
+	CHILD_CHECK(sh, 3, vfd >= 0, "open /dev/vamr: %s", strerror(-vfd));
+	a[0] = 1;
+	for (i = 0; i < REGIONS_PER_USER + 1; i++, n++) {
+		mr[i] = ibv_reg_mr(p.pd, a, PAGE, ACC | VAMR_ACCESS_VA);
+		if (!mr[i]) {
+			sh->reg_err[0] = errno;
+			break;
+		}
+	}
+	sh->regs[0] = n;
+	ret = vamr_register(vfd, a, PAGE, VAMR_ACCESS_READ | VAMR_ACCESS_WRITE, 0, &h);
+	sh->regs[1] = !ret;
+	sh->reg_err[1] = -ret;
+	__atomic_store_n(&sh->ready[0], 1, __ATOMIC_RELEASE);
+	CHILD_CHECK(sh, 4, wait_flag(&sh->go, 60), "no go from the parent");
+	if (n > 0) {
+		CHILD_CHECK(sh, 5, !ibv_dereg_mr(mr[n - 1]), "dereg");
+		mr[n - 1] = ibv_reg_mr(p.pd, a, PAGE, ACC | VAMR_ACCESS_VA);
+		sh->regs[2] = mr[n - 1] != NULL;
+	}
+	for (i = 0; i < n; i++)
+		if (mr[i])
+			CHILD_CHECK(sh, 6, !ibv_dereg_mr(mr[i]), "dereg %d", i);
+	if (sh->regs[1])
+		vamr_unregister(vfd, h);
+	__atomic_store_n(&sh->ready[1], 1, __ATOMIC_RELEASE);
+	CHILD_CHECK(sh, 7, wait_flag(&sh->go2, 60), "no second go from the parent");
+	close(vfd);
 	CHILD_CHECK(sh, 8, !rdma_pair_close(&p), "close");
 }
 
@@ -518,12 +801,150 @@ TEST_F_TIMEOUT(wait, fault_requests_per_mm, 120)
 	sys_guard_restore();
 	CHECK_CHILD(sh, st);
 	TH_LOG("%d advices: %d returned at once (%d with EAGAIN), %d ended by dereg "
-	       "(ECANCELED); %d deregs took %.3f s", MRS, sh->early, sh->early_eagain, sh->late,
-	       MRS, sh->dereg_s);
-	EXPECT_EQ(MRS - FAULT_REQUESTS_PER_MM, sh->early);
-	EXPECT_EQ(MRS - FAULT_REQUESTS_PER_MM, sh->early_eagain);
-	EXPECT_EQ(FAULT_REQUESTS_PER_MM, sh->late);
+	       "(ECANCELED); %d deregs took %.3f s", MRS, sh->early[0], sh->early_eagain[0],
+	       sh->late[0], MRS, sh->dereg_s);
+	EXPECT_EQ(MRS - FAULT_REQUESTS_PER_MM, sh->early[0]);
+	EXPECT_EQ(MRS - FAULT_REQUESTS_PER_MM, sh->early_eagain[0]);
+	EXPECT_EQ(FAULT_REQUESTS_PER_MM, sh->late[0]);
 	EXPECT_GT(2.0, sh->dereg_s);
+	EXPECT_EQ(0, kmsg_problems(kmsg));
+}
+
+/* Skips unless debugfs vamr/users is there; asserts that nothing of the attacker is counted. */
+#define NEED_USERS() do {								\
+	int _g = user_gone(ATTACKER, 5);						\
+	if (_g < 0) {									\
+		sys_guard_restore();							\
+		SKIP(return, "no " USERS " (debugfs not mounted?)");			\
+	}										\
+	ASSERT_EQ(1, _g) TH_LOG("uid %d holds counts from an earlier test", ATTACKER); \
+} while (0)
+
+TEST_F_TIMEOUT(wait, fault_requests_per_user, 180)
+{
+	struct shared *sh;
+	long held = -1, regions = -1, waits = -1;
+	int kmsg, sa, sb = -1, gone;
+	pid_t a, b = -1;
+
+	SETUP(sh, kmsg);
+	NEED_USERS();
+	ASSERT_EQ(0, set_param("max_fault_requests_per_user", FAULT_REQUESTS_PER_USER));
+	child_idx = 0;
+	a = spawn_as(ATTACKER, per_user_child, sh);
+	ASSERT_LE(0, a);
+	if (wait_flag(&sh->ready[0], 60)) {
+		child_idx = 1;
+		b = spawn_as(ATTACKER, per_user_child, sh);
+		if (b > 0 && wait_flag(&sh->ready[1], 60)) {
+			held = user_count(ATTACKER, "max_fault_requests_per_user");
+			waits = user_count(ATTACKER, "max_device_waits_per_user");
+			regions = user_count(ATTACKER, "max_regions_per_user");
+		}
+	}
+	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+	sa = reap(a, 90);
+	if (b > 0)
+		sb = reap(b, 90);
+	gone = user_gone(ATTACKER, 5);
+	sys_guard_restore();
+	CHECK_CHILD(sh, sa);
+	CHECK_CHILD(sh, sb);
+	TH_LOG("max_fault_requests_per_user %d, two processes of uid %d with %d advices each: "
+	       "A %d at once (%d EAGAIN), %d ended by dereg; B %d at once (%d EAGAIN), %d ended "
+	       "by dereg; vamr/users while they waited: %ld fault requests, %ld device waits, "
+	       "%ld regions", FAULT_REQUESTS_PER_USER, ATTACKER, MRS, sh->early[0],
+	       sh->early_eagain[0], sh->late[0], sh->early[1], sh->early_eagain[1], sh->late[1],
+	       held, waits, regions);
+	/* A: the bound per process; B: what is left of the user's. */
+	EXPECT_EQ(MRS - FAULT_REQUESTS_PER_MM, sh->early_eagain[0]);
+	EXPECT_EQ(FAULT_REQUESTS_PER_MM, sh->late[0]);
+	EXPECT_EQ(MRS - (FAULT_REQUESTS_PER_USER - FAULT_REQUESTS_PER_MM), sh->early_eagain[1]);
+	EXPECT_EQ(sh->early_eagain[1], sh->early[1]);
+	EXPECT_EQ(FAULT_REQUESTS_PER_USER - FAULT_REQUESTS_PER_MM, sh->late[1]);
+	EXPECT_EQ(FAULT_REQUESTS_PER_USER, held);
+	EXPECT_EQ(0, waits);
+	EXPECT_EQ(2 * MRS, regions);
+	EXPECT_EQ(1, gone) TH_LOG("uid %d still counted after its processes exited", ATTACKER);
+	EXPECT_EQ(0, kmsg_problems(kmsg));
+}
+
+TEST_F_TIMEOUT(wait, device_waits_per_mm, 120)
+{
+	struct shared *sh;
+	long waits = -1, requests = -1, waits_after = -1;
+	int kmsg, st, gone;
+	pid_t pid;
+
+	SETUP(sh, kmsg);
+	NEED_USERS();
+	child_idx = 0;
+	pid = spawn_as(ATTACKER, device_waits_child, sh);
+	ASSERT_LE(0, pid);
+	if (wait_flag(&sh->ready[0], 60)) {
+		waits = user_count(ATTACKER, "max_device_waits_per_user");
+		requests = user_count(ATTACKER, "max_fault_requests_per_user");
+	}
+	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+	st = reap(pid, 60);
+	gone = user_gone(ATTACKER, 5);
+	waits_after = user_count(ATTACKER, "max_device_waits_per_user");
+	sys_guard_restore();
+	CHECK_CHILD(sh, st);
+	TH_LOG("%d RDMA WRITEs into one trapped VA MR: %d completed at once (%d remote access "
+	       "errors, %d flushed), %d after dereg (%d remote access errors, %d successful), "
+	       "dereg %.3f s; vamr/users while they waited: %ld device waits, %ld fault requests",
+	       DEV_QPS, sh->early[0], sh->early_status[IBV_WC_REM_ACCESS_ERR],
+	       sh->early_status[IBV_WC_WR_FLUSH_ERR], sh->late[0],
+	       sh->late_status[IBV_WC_REM_ACCESS_ERR], sh->late_status[IBV_WC_SUCCESS],
+	       sh->dereg_s, waits, requests);
+	EXPECT_EQ(DEV_QPS - DEVICE_WAITS_PER_MM, sh->early[0]);
+	EXPECT_EQ(DEV_QPS - DEVICE_WAITS_PER_MM, sh->early_status[IBV_WC_REM_ACCESS_ERR]);
+	EXPECT_EQ(DEVICE_WAITS_PER_MM, waits);
+	EXPECT_EQ(1, requests);
+	EXPECT_EQ(DEVICE_WAITS_PER_MM, sh->late[0]);
+	EXPECT_EQ(0, sh->late_status[IBV_WC_SUCCESS]);
+	EXPECT_GT(1.0, sh->dereg_s);
+	EXPECT_EQ(0, waits_after);
+	EXPECT_EQ(1, gone) TH_LOG("uid %d still counted after its process exited", ATTACKER);
+	EXPECT_EQ(0, kmsg_problems(kmsg));
+}
+
+TEST_F_TIMEOUT(wait, va_mrs_count_per_user, 120)
+{
+	struct shared *sh;
+	long held = -1, after = -1;
+	int kmsg, st, gone;
+	pid_t pid;
+
+	SETUP(sh, kmsg);
+	NEED_USERS();
+	ASSERT_EQ(0, set_param("max_regions_per_user", REGIONS_PER_USER));
+	pid = spawn_as(ATTACKER, regions_child, sh);
+	ASSERT_LE(0, pid);
+	if (wait_flag(&sh->ready[0], 60))
+		held = user_count(ATTACKER, "max_regions_per_user");
+	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+	if (wait_flag(&sh->ready[1], 60))
+		after = user_count(ATTACKER, "max_regions_per_user");
+	__atomic_store_n(&sh->go2, 1, __ATOMIC_RELEASE);
+	st = reap(pid, 60);
+	gone = user_gone(ATTACKER, 5);
+	sys_guard_restore();
+	CHECK_CHILD(sh, st);
+	TH_LOG("max_regions_per_user %d: %d VA MRs, then ibv_reg_mr: %s; /dev/vamr REGISTER: "
+	       "%s; after one dereg a VA MR %s; vamr/users regions %ld held, %ld after dereg",
+	       REGIONS_PER_USER, sh->regs[0], strerror(sh->reg_err[0]),
+	       sh->regs[1] ? "fits" : strerror(sh->reg_err[1]), sh->regs[2] ? "fits" : "fails",
+	       held, after);
+	EXPECT_EQ(REGIONS_PER_USER, sh->regs[0]);
+	EXPECT_EQ(ENOSPC, sh->reg_err[0]);
+	EXPECT_EQ(0, sh->regs[1]);
+	EXPECT_EQ(ENOSPC, sh->reg_err[1]);
+	EXPECT_EQ(1, sh->regs[2]);
+	EXPECT_EQ(REGIONS_PER_USER, held);
+	EXPECT_EQ(0, after);
+	EXPECT_EQ(1, gone) TH_LOG("uid %d still counted after its process exited", ATTACKER);
 	EXPECT_EQ(0, kmsg_problems(kmsg));
 }
 

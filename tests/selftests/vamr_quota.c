@@ -70,6 +70,7 @@ static int set_param(const char *name, long value)
 /* One user's counts in debugfs vamr/users (the order of its columns). */
 struct counts {
 	long regions, files, watches, records;
+	long fault_requests, device_waits, prefetches;	/* work in flight */
 };
 
 /*
@@ -88,15 +89,17 @@ static int user_counts(uid_t uid, struct counts *c)
 	/* The header names the columns: uid and the per-user parameters, in order. */
 	if (!fgets(line, sizeof(line), f) ||
 	    strcmp(line, "uid max_regions_per_user max_files_per_user max_watches_per_user "
-			 "max_event_records_per_user\n")) {
+			 "max_event_records_per_user max_fault_requests_per_user "
+			 "max_device_waits_per_user max_prefetches_per_user\n")) {
 		fclose(f);
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long u;
 
-		if (sscanf(line, "%lu %ld %ld %ld %ld", &u, &c->regions, &c->files, &c->watches,
-			   &c->records) == 5 && u == uid) {
+		if (sscanf(line, "%lu %ld %ld %ld %ld %ld %ld %ld", &u, &c->regions, &c->files,
+			   &c->watches, &c->records, &c->fault_requests, &c->device_waits,
+			   &c->prefetches) == 8 && u == uid) {
 			found = 1;
 			break;
 		}
@@ -446,6 +449,9 @@ FIXTURE_SETUP(quota)
 	ASSERT_EQ(1048576, param("max_event_records_per_user"));
 	ASSERT_EQ(8192, param("max_regions_per_mm"));
 	ASSERT_EQ(65536, param("max_regions_per_user"));
+	ASSERT_EQ(256, param("max_fault_requests_per_user"));
+	ASSERT_EQ(1024, param("max_device_waits_per_user"));
+	ASSERT_EQ(1024, param("max_prefetches_per_user"));
 	ASSERT_EQ(4096, VAMR_WATCH_MAX);
 	/* A process of NOBODY from an earlier test would hold counts. */
 	ASSERT_NE(0, nobody_holds_nothing());
@@ -600,6 +606,10 @@ TEST_F(quota, counts_come_back_on_close_and_exit)
 		EXPECT_EQ(3, c.files);
 		EXPECT_EQ(120, c.watches);
 		EXPECT_EQ(2 * VAMR_EVENTS_RING_DEFAULT + 1024, c.records);
+		/* No work in flight: nothing waits on user space here. */
+		EXPECT_EQ(0, c.fault_requests);
+		EXPECT_EQ(0, c.device_waits);
+		EXPECT_EQ(0, c.prefetches);
 		if (round == 0) {
 			/* Unregister, then close: each gives its part back. */
 			EXPECT_REPLY(5, 0, kid(&self->a, OP_UNREGISTER, 5, 0));
