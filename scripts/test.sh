@@ -95,7 +95,9 @@ if [ "$sanitize" = 0 ]; then
 	# two; summarized into $distrolog/summary.txt, counted as distro.*.
 	# VAMR_DISTRO=0 leaves it out.
 	distrolog="$VAMR_BUILD/logs/distro"
-	distro_progs="rdma_va va_mr_remap va_mr_jobs.sh rdma_monitor vamr_monitor"
+	# (va_mr_jobs.sh runs the unmodified va_mr_remap of helpers/ with va_mr=1 and
+	# LD_PRELOAD.)
+	distro_progs="rdma_va va_mr_jobs.sh rdma_monitor vamr_monitor"
 	distro_pair_tests="pair_link mpi_remap rdma_remote"
 	distro_section() {
 		local t=$SECONDS dk rc=0 prc=0 p

@@ -904,7 +904,13 @@ TEST_F_TIMEOUT(wait, device_waits_per_mm, 120)
 	EXPECT_EQ(1, requests);
 	EXPECT_EQ(DEVICE_WAITS_PER_MM, sh->late[0]);
 	EXPECT_EQ(0, sh->late_status[IBV_WC_SUCCESS]);
-	EXPECT_GT(1.0, sh->dereg_s);
+	/*
+	 * Dereg ends all 64 waits at once, then rxe's workers complete the 64
+	 * WRITEs one after the other: 0.3 s on an idle TCG guest, a few seconds
+	 * with the host loaded. The bound is the kind's: far from rxe's cleanup
+	 * timeout (whose WARN kmsg_problems() would see) and the hung-task one.
+	 */
+	EXPECT_GT(10.0, sh->dereg_s);
 	EXPECT_EQ(0, waits_after);
 	EXPECT_EQ(1, gone) TH_LOG("uid %d still counted after its process exited", ATTACKER);
 	EXPECT_EQ(0, kmsg_problems(kmsg));
