@@ -29,6 +29,7 @@
 //! exited: no record can be queued any more. poll() then reports `EPOLLHUP`, and read() returns
 //! 0 once the queued records are read; blocked readers and pollers are woken.
 
+use crate::ffi;
 use crate::limits::Charge;
 use crate::uapi;
 use core::ffi::c_void;
@@ -50,20 +51,6 @@ const READ_BATCH: usize = 16;
 /// Bits of [`vamr_events_poll`]'s answer (`VAMR_EVENTS_POLL_*` in src/vamr_glue.h).
 const POLL_IN: u32 = 1 << 0;
 const POLL_HUP: u32 = 1 << 1;
-
-// Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_events_file(
-        queue: *mut c_void,
-        nonblock: bool,
-        cloexec: bool,
-        fd: *mut i32,
-    ) -> *mut bindings::file;
-    fn vamr_events_install(fd: i32, file: *mut bindings::file);
-    fn vamr_events_discard(fd: i32, file: *mut bindings::file);
-    fn vamr_mm_exited(mm: *mut bindings::mm_struct) -> bool;
-}
 
 /// The ring. `records` has between 1 and `EVENTS_RING_MAX` entries (its length is the ring's
 /// size); the queued ones are `len` entries from `head`, wrapping.
@@ -269,7 +256,7 @@ impl EventQueue {
             || self.owner.as_ref().is_some_and(|mm| {
                 // SAFETY: `mm` is a counted (`mmgrab`) `mm_struct`; reading `mm_users` is safe
                 // whatever its value.
-                unsafe { vamr_mm_exited(mm.as_raw()) }
+                unsafe { ffi::vamr_mm_exited(mm.as_raw()) }
             })
     }
 
@@ -360,7 +347,7 @@ impl EventQueue {
         let mut fd = -1;
         // SAFETY: `raw` is a counted reference; on success the new file owns it (dropped by
         // `vamr_events_release`), on failure it is still ours. `fd` is a valid out pointer.
-        let file = unsafe { vamr_events_file(raw, nonblock, cloexec, &mut fd) };
+        let file = unsafe { ffi::vamr_events_file(raw, nonblock, cloexec, &mut fd) };
         if let Err(e) = kernel::error::from_err_ptr(file) {
             // SAFETY: no file was created: take the reference back.
             drop(unsafe { Arc::from_raw(raw.cast::<EventQueue>()) });
@@ -368,10 +355,10 @@ impl EventQueue {
         }
         match publish(fd) {
             // SAFETY: `fd` and `file` come from `vamr_events_file` and are used once.
-            Ok(()) => unsafe { vamr_events_install(fd, file) },
+            Ok(()) => unsafe { ffi::vamr_events_install(fd, file) },
             Err(e) => {
                 // SAFETY: as above; dropping the file releases the queue reference.
-                unsafe { vamr_events_discard(fd, file) };
+                unsafe { ffi::vamr_events_discard(fd, file) };
                 return Err(e);
             }
         }

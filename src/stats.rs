@@ -7,19 +7,13 @@
 //! per CPU (`src/vamr_glue.c`): an event adds to its own CPU's counter with no atomic
 //! operation and no cache line shared by the whole module; [`global_snapshot`] sums them.
 
+use crate::ffi;
 use crate::notifier::Event;
 use crate::uapi;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::time::{Instant, Monotonic};
 use kernel::uaccess::UserSliceReader;
-
-// Declarations: src/vamr_glue.h.
-extern "C" {
-    fn vamr_global_add(idx: u32, n: u64);
-    fn vamr_global_sum(idx: u32) -> u64;
-    fn vamr_task_cpu_ns() -> u64;
-}
 
 /// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
 /// otherwise.
@@ -163,7 +157,7 @@ pub(crate) fn extra_add(e: Extra, n: u64) {
 /// The module-wide counter `e`, summed over the CPUs.
 fn extra_sum(e: Extra) -> u64 {
     // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
-    unsafe { vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
+    unsafe { ffi::vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
 }
 
 /// CPU time of the current task so far, in nanoseconds (what the scheduler's
@@ -172,7 +166,7 @@ fn extra_sum(e: Extra) -> u64 {
 /// Any context, does not sleep.
 pub(crate) fn task_cpu_ns() -> u64 {
     // SAFETY: no preconditions; reads current's scheduler clock with IRQs disabled.
-    unsafe { vamr_task_cpu_ns() }
+    unsafe { ffi::vamr_task_cpu_ns() }
 }
 
 /// The text of debugfs `vamr/access_pins`, the [`Extra`] counters since the module was loaded
@@ -202,14 +196,14 @@ pub(crate) struct Counters {
 /// counter `idx` (a kind, or `Kind::COUNT` + an invalidation kind). Any context.
 fn global_add(idx: usize, n: u64) {
     // SAFETY: no preconditions; `this_cpu_add` on a per-CPU array, `idx` checked in C.
-    unsafe { vamr_global_add(idx as u32, n) };
+    unsafe { ffi::vamr_global_add(idx as u32, n) };
 }
 
 /// A snapshot of the module-wide counters, summed over the CPUs, of every region of the module,
 /// live or gone.
 pub(crate) fn global_snapshot() -> uapi::Counters {
     // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
-    let sum = |idx: usize| unsafe { vamr_global_sum(idx as u32) };
+    let sum = |idx: usize| unsafe { ffi::vamr_global_sum(idx as u32) };
     let mut inv = [0u64; Event::COUNT];
     for (i, dst) in inv.iter_mut().enumerate() {
         *dst = sum(Kind::COUNT + i);

@@ -293,15 +293,7 @@ impl Query {
 #[kunit_tests(vamr_kunit_uapi)]
 mod tests {
     use super::*;
-
-    extern "C" {
-        static vamr_c_abi_version: u32;
-        static vamr_c_features_known: u64;
-        static vamr_c_access_known: u32;
-        static vamr_c_event_count: u32;
-        static vamr_c_ioc: [u32; 14];
-        static vamr_c_watch_consts: [u32; 5];
-    }
+    use crate::ffi;
 
     #[test]
     fn rust_abi_matches_c_header() {
@@ -309,11 +301,11 @@ mod tests {
         // and never written; copying them out is a plain read of initialized memory.
         let (ver, known, access, events, ioc) = unsafe {
             (
-                vamr_c_abi_version,
-                vamr_c_features_known,
-                vamr_c_access_known,
-                vamr_c_event_count,
-                vamr_c_ioc,
+                ffi::vamr_c_abi_version,
+                ffi::vamr_c_features_known,
+                ffi::vamr_c_access_known,
+                ffi::vamr_c_event_count,
+                ffi::vamr_c_ioc,
             )
         };
         assert_eq!(ver, ABI_VERSION);
@@ -340,7 +332,7 @@ mod tests {
         // compiler sees it (the offsets are checked at build time, see `abi_struct!`).
         assert_eq!(ioc, rust_ioc);
         // SAFETY: as above.
-        let watch = unsafe { vamr_c_watch_consts };
+        let watch = unsafe { ffi::vamr_c_watch_consts };
         let rust_watch = [
             EVENT_WATCH,
             EVENTS_RING_DEFAULT as u32,

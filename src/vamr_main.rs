@@ -18,6 +18,7 @@ mod api;
 mod device;
 mod devices;
 mod events;
+mod ffi;
 mod limits;
 mod mm_state;
 mod notifier;
@@ -34,10 +35,6 @@ module! {
     authors: ["The vamr developers"],
     description: "RDMA memory regions with virtual-address semantics",
     license: "GPL",
-}
-
-extern "C" {
-    fn vamr_alloc_workqueue(name: *const u8) -> *mut bindings::workqueue_struct;
 }
 
 /// The queue of the per-mm verify work. Set by [`ModuleQueue::new`] before `/dev/vamr` exists,
@@ -90,7 +87,8 @@ impl ModuleQueue {
         slot: &'static Atomic<*mut bindings::workqueue_struct>,
     ) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated string that lives forever; returns NULL on failure.
-        let wq = NonNull::new(unsafe { vamr_alloc_workqueue(name.as_char_ptr()) }).ok_or(ENOMEM)?;
+        let wq = unsafe { ffi::vamr_alloc_workqueue(name.as_char_ptr()) };
+        let wq = NonNull::new(wq).ok_or(ENOMEM)?;
         slot.store(wq.as_ptr(), Release);
         Ok(ModuleQueue { wq, slot })
     }
