@@ -676,7 +676,7 @@ impl VamrFile {
         }
         let current = kernel::current!();
         let mm = current.mm().ok_or(ENOENT)?;
-        let region = crate::devices::find_region(req.ib_index, req.key, mm).ok_or(ENOENT)?;
+        let region = crate::rdma_devices::find_region(req.ib_index, req.key, mm).ok_or(ENOENT)?;
         let (addr, len) = region.range();
         req.addr = addr as u64;
         req.len = len as u64;
@@ -693,7 +693,7 @@ impl VamrFile {
         if req.flags != 0 {
             return Err(EINVAL);
         }
-        writer.write(&crate::devices::info(req.pos)?)?;
+        writer.write(&crate::rdma_devices::info(req.pos)?)?;
         Ok(0)
     }
 

@@ -16,13 +16,13 @@ use kernel::workqueue::Queue;
 
 mod api;
 mod device;
-mod devices;
 mod events;
 mod ffi;
 mod limits;
 mod mm_state;
 mod notifier;
 mod pin;
+mod rdma_devices;
 mod region;
 mod stats;
 mod trace;
@@ -110,7 +110,7 @@ struct Globals;
 
 impl Drop for Globals {
     fn drop(&mut self) {
-        devices::clear();
+        rdma_devices::clear();
         mm_state::clear();
         limits::clear();
     }
@@ -151,7 +151,7 @@ struct VamrModule {
 impl kernel::InPlaceModule for VamrModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
-        devices::init();
+        rdma_devices::init();
         mm_state::init();
         limits::init();
         let debugfs = Dir::new(c"vamr");
