@@ -258,8 +258,8 @@ extern "C" fn vamr_region_cancel(region: RawRegion) {
 
 /// Counters of a region; see `include/linux/vamr.h`.
 #[no_mangle]
-extern "C" fn vamr_region_stats(region: RawRegion, out: *mut uapi::Counters) {
+extern "C" fn vamr_region_stats(region: RawRegion, out: *mut uapi::CountersRecord) {
     // SAFETY: the caller passes a live region and a writable `struct vamr_counters` (the
-    // header's contract); `uapi::Counters` has its layout (checked by the KUnit suite).
+    // header's contract); `uapi::CountersRecord` has its layout (checked by the KUnit suite).
     unsafe { out.write(registration(region).stats.snapshot()) };
 }

@@ -283,7 +283,7 @@ impl Region {
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
         if let (Some(events), true) = (&self.events, first < end) {
-            events.push(uapi::Event {
+            events.push(uapi::EventRecord {
                 addr: first as u64,
                 len: (end - first) as u64,
                 cookie: self.cookie,

@@ -51,9 +51,10 @@ impl Kind {
     const COUNT: usize = Kind::FaultRequests as usize + 1;
 }
 
-// `struct vamr_counters` ([`uapi::Counters`]) holds one `u64` per kind and one per invalidation
-// kind ([`Counters::snapshot`] fills every field).
-const _: () = assert!(core::mem::size_of::<uapi::Counters>() == 8 * (Kind::COUNT + Event::COUNT));
+// `struct vamr_counters` ([`uapi::CountersRecord`]) holds one `u64` per kind and one per
+// invalidation kind ([`Counters::snapshot`] fills every field).
+const _: () =
+    assert!(core::mem::size_of::<uapi::CountersRecord>() == 8 * (Kind::COUNT + Event::COUNT));
 // The per-CPU module-wide counters have room for every kind and invalidation kind.
 const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
 
@@ -201,7 +202,7 @@ fn global_add(idx: usize, n: u64) {
 
 /// A snapshot of the module-wide counters, summed over the CPUs, of every region of the module,
 /// live or gone.
-pub(crate) fn global_snapshot() -> uapi::Counters {
+pub(crate) fn global_snapshot() -> uapi::CountersRecord {
     // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
     let sum = |idx: usize| unsafe { ffi::vamr_global_sum(idx as u32) };
     let mut inv = [0u64; Event::COUNT];
@@ -212,8 +213,8 @@ pub(crate) fn global_snapshot() -> uapi::Counters {
 }
 
 /// The UAPI layout of the counters `get` reads and the invalidation counts `inv`.
-fn to_uapi(get: impl Fn(Kind) -> u64, inv: [u64; Event::COUNT]) -> uapi::Counters {
-    uapi::Counters {
+fn to_uapi(get: impl Fn(Kind) -> u64, inv: [u64; Event::COUNT]) -> uapi::CountersRecord {
+    uapi::CountersRecord {
         pages_pinned: get(Kind::PagesPinned),
         regions: get(Kind::Regions),
         invalidations: inv,
@@ -269,7 +270,7 @@ impl Counters {
     }
 
     /// A snapshot in the UAPI layout.
-    pub(crate) fn snapshot(&self) -> uapi::Counters {
+    pub(crate) fn snapshot(&self) -> uapi::CountersRecord {
         let mut inv = [0u64; Event::COUNT];
         for (dst, src) in inv.iter_mut().zip(self.invalidations.iter()) {
             *dst = src.load(Relaxed);

@@ -321,7 +321,7 @@ impl InvalidateHandler for WatchGroup {
         }
         let start = range.start().max(self.start);
         let end = range.end().min(self.end);
-        let records = members.list.iter().map(|w| uapi::Event {
+        let records = members.list.iter().map(|w| uapi::EventRecord {
             addr: start as u64,
             len: end.saturating_sub(start) as u64,
             cookie: w.cookie,
