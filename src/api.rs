@@ -10,11 +10,11 @@
 //! units) is documented in the header.
 //!
 //! A driver announces each RDMA device that offers VA MRs (`vamr_device_add()`, see
-//! [`crate::devices`]) with its own MR lookup, through which a process asks
+//! [`crate::rdma_devices`]) with its own MR lookup, through which a process asks
 //! (`VAMR_IOC_MR_QUERY`) whether its MR got VA semantics; regions it creates on a device
 //! (`vamr_region_create_on()`) carry the MR key as their cookie.
 
-use crate::devices::{Device, RawOps};
+use crate::rdma_devices::{Device, RawOps};
 use crate::region::{AtomicOp, Prefetch, Region, Registration};
 use crate::uapi;
 use core::ffi::{c_void, CStr};
@@ -109,7 +109,7 @@ extern "C" fn vamr_region_create_on(
     key: u32,
 ) -> RawRegion {
     // The device is only named: its driver's `find_mr` hands the region to queries, vamr keeps
-    // no list of a device's regions (see `crate::devices`).
+    // no list of a device's regions (see `crate::rdma_devices`).
     if dev.is_null() {
         return EINVAL.to_ptr();
     }
@@ -258,8 +258,8 @@ extern "C" fn vamr_region_cancel(region: RawRegion) {
 
 /// Counters of a region; see `include/linux/vamr.h`.
 #[no_mangle]
-extern "C" fn vamr_region_stats(region: RawRegion, out: *mut uapi::Counters) {
+extern "C" fn vamr_region_stats(region: RawRegion, out: *mut uapi::CountersRecord) {
     // SAFETY: the caller passes a live region and a writable `struct vamr_counters` (the
-    // header's contract); `uapi::Counters` has its layout (checked by the KUnit suite).
+    // header's contract); `uapi::CountersRecord` has its layout (checked by the KUnit suite).
     unsafe { out.write(registration(region).stats.snapshot()) };
 }

@@ -353,7 +353,7 @@ impl VamrFile {
     /// `max_watches_per_mm` or `max_watches_per_user`.
     fn watch(&self, user: UserSlice) -> Result<isize> {
         let (mut reader, mut writer) = user.reader_writer();
-        let mut req: uapi::Watch = reader.read()?;
+        let mut req: uapi::WatchArg = reader.read()?;
         if req.flags != 0 || req.slot != 0 || req.generation != 0 {
             return Err(EINVAL);
         }
@@ -587,7 +587,7 @@ impl VamrFile {
     /// `VAMR_IOC_ACCESS`: copies between the region and the caller's buffer, the way a device
     /// does. Errors: see `struct vamr_access`.
     fn access(&self, user: UserSlice) -> Result<isize> {
-        let req: uapi::Access = user.reader().read()?;
+        let req: uapi::AccessArg = user.reader().read()?;
         let dir = match req.op {
             uapi::ACCESS_OP_READ => Dir::Read,
             uapi::ACCESS_OP_WRITE => Dir::Write,
@@ -614,7 +614,7 @@ impl VamrFile {
     /// `VAMR_IOC_ATOMIC`. Errors: see `struct vamr_atomic`.
     fn atomic(&self, user: UserSlice) -> Result<isize> {
         let (mut reader, mut writer) = user.reader_writer();
-        let mut req: uapi::Atomic = reader.read()?;
+        let mut req: uapi::AtomicArg = reader.read()?;
         let op = match req.op {
             uapi::ATOMIC_CMP_SWAP => AtomicOp::CmpSwap {
                 compare: req.compare,
@@ -634,7 +634,7 @@ impl VamrFile {
     /// `VAMR_IOC_PREFETCH`. Errors: see `struct vamr_prefetch`.
     fn prefetch(&self, user: UserSlice) -> Result<isize> {
         let (mut reader, mut writer) = user.reader_writer();
-        let mut req: uapi::Prefetch = reader.read()?;
+        let mut req: uapi::PrefetchArg = reader.read()?;
         if req.reserved != 0 {
             return Err(EINVAL);
         }
@@ -676,7 +676,7 @@ impl VamrFile {
         }
         let current = kernel::current!();
         let mm = current.mm().ok_or(ENOENT)?;
-        let region = crate::devices::find_region(req.ib_index, req.key, mm).ok_or(ENOENT)?;
+        let region = crate::rdma_devices::find_region(req.ib_index, req.key, mm).ok_or(ENOENT)?;
         let (addr, len) = region.range();
         req.addr = addr as u64;
         req.len = len as u64;
@@ -693,7 +693,7 @@ impl VamrFile {
         if req.flags != 0 {
             return Err(EINVAL);
         }
-        writer.write(&crate::devices::info(req.pos)?)?;
+        writer.write(&crate::rdma_devices::info(req.pos)?)?;
         Ok(0)
     }
 

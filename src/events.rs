@@ -2,7 +2,7 @@
 
 //! The invalidation-event queue of one `/dev/vamr` file and its events files.
 //!
-//! Every invalidation that overlaps a region of the file queues one [`uapi::Event`] record,
+//! Every invalidation that overlaps a region of the file queues one [`uapi::EventRecord`],
 //! whatever the region's pins: a user-space registration cache reads them (read()/poll() on the
 //! file returned by `VAMR_IOC_EVENTS_OPEN`) to drop stale entries, for MRs of any device. The
 //! queue is a ring allocated when the `/dev/vamr` file is opened (and resized only by
@@ -29,6 +29,7 @@
 //! exited: no record can be queued any more. poll() then reports `EPOLLHUP`, and read() returns
 //! 0 once the queued records are read; blocked readers and pollers are woken.
 
+use crate::ffi;
 use crate::limits::Charge;
 use crate::uapi;
 use core::ffi::c_void;
@@ -51,20 +52,6 @@ const READ_BATCH: usize = 16;
 const POLL_IN: u32 = 1 << 0;
 const POLL_HUP: u32 = 1 << 1;
 
-// Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_events_file(
-        queue: *mut c_void,
-        nonblock: bool,
-        cloexec: bool,
-        fd: *mut i32,
-    ) -> *mut bindings::file;
-    fn vamr_events_install(fd: i32, file: *mut bindings::file);
-    fn vamr_events_discard(fd: i32, file: *mut bindings::file);
-    fn vamr_mm_exited(mm: *mut bindings::mm_struct) -> bool;
-}
-
 /// The ring. `records` has between 1 and `EVENTS_RING_MAX` entries (its length is the ring's
 /// size); the queued ones are `len` entries from `head`, wrapping.
 ///
@@ -73,7 +60,7 @@ extern "C" {
 /// The queued records have increasing `generation`s, all at most `generation`. While `reading`
 /// is set, only the token's holder removes records and the ring is not resized.
 struct Ring {
-    records: KVVec<uapi::Event>,
+    records: KVVec<uapi::EventRecord>,
     head: usize,
     len: usize,
     /// Records dropped because the ring was full, not yet reported.
@@ -96,7 +83,7 @@ impl Ring {
     }
 
     /// Queues `record` with the next generation, or counts it lost when the ring is full.
-    fn push(&mut self, mut record: uapi::Event) {
+    fn push(&mut self, mut record: uapi::EventRecord) {
         self.generation += 1;
         let size = self.records.len();
         if self.len == size {
@@ -112,7 +99,7 @@ impl Ring {
     /// Queues `n` records, those `records` yields, as `n` calls of [`Ring::push`] would: the
     /// first ones while there is room, the others counted lost. Writes at most the ring's free
     /// room, whatever `n`; `records` is not asked for more.
-    fn push_many(&mut self, n: usize, records: impl Iterator<Item = uapi::Event>) {
+    fn push_many(&mut self, n: usize, records: impl Iterator<Item = uapi::EventRecord>) {
         let room = self.records.len() - self.len;
         let mut queued = 0;
         for record in records.take(n.min(room)) {
@@ -127,18 +114,18 @@ impl Ring {
     /// Copies up to `out.len()` records from the head into `out`, leaving them queued, then (if
     /// room is left and every queued record fitted) the overflow report. Returns how many
     /// entries of `out` were filled.
-    fn peek(&self, out: &mut [uapi::Event]) -> usize {
+    fn peek(&self, out: &mut [uapi::EventRecord]) -> usize {
         let size = self.records.len();
         let n = out.len().min(self.len);
         for (i, slot) in out.iter_mut().enumerate().take(n) {
             *slot = self.records[(self.head + i) % size];
         }
         if n < out.len() && n == self.len && self.lost > 0 {
-            out[n] = uapi::Event {
+            out[n] = uapi::EventRecord {
                 len: self.lost,
                 generation: self.generation,
                 kind: uapi::EVENT_OVERFLOW,
-                ..uapi::Event::default()
+                ..uapi::EventRecord::default()
             };
             return n + 1;
         }
@@ -148,7 +135,7 @@ impl Ring {
     /// Removes what `delivered` (a prefix of what [`Ring::peek`] gave, with the ring unchanged
     /// since but for pushes) holds: its records from the head, and the losses its overflow
     /// report counted (records lost since stay counted for the next report).
-    fn consume(&mut self, delivered: &[uapi::Event]) {
+    fn consume(&mut self, delivered: &[uapi::EventRecord]) {
         let size = self.records.len();
         for r in delivered {
             if r.kind == uapi::EVENT_OVERFLOW {
@@ -192,12 +179,12 @@ struct ReadToken<'a> {
 
 impl ReadToken<'_> {
     /// See [`Ring::peek`].
-    fn peek(&self, out: &mut [uapi::Event]) -> usize {
+    fn peek(&self, out: &mut [uapi::EventRecord]) -> usize {
         self.queue.ring.lock().peek(out)
     }
 
     /// See [`Ring::consume`]. The token keeps other readers and resizes away since the peek.
-    fn consume(&self, delivered: &[uapi::Event]) {
+    fn consume(&self, delivered: &[uapi::EventRecord]) {
         self.queue.ring.lock().consume(delivered);
     }
 }
@@ -214,7 +201,11 @@ impl EventQueue {
     /// holds those records under the limits (see the module documentation; its size must be
     /// [`QUEUE_RECORDS`]). Errors: `ENOMEM`. May sleep.
     pub(crate) fn new(owner: Option<&Mm>, charge: Option<Charge>) -> Result<Arc<Self>> {
-        let records = KVVec::from_elem(uapi::Event::default(), QUEUE_RECORDS, GFP_KERNEL_ACCOUNT)?;
+        let records = KVVec::from_elem(
+            uapi::EventRecord::default(),
+            QUEUE_RECORDS,
+            GFP_KERNEL_ACCOUNT,
+        )?;
         Arc::pin_init(
             pin_init!(EventQueue {
                 ring <- new_spinlock!(
@@ -239,7 +230,7 @@ impl EventQueue {
 
     /// Queues one record (its `generation` is assigned here) and wakes readers. Never sleeps or
     /// allocates: callable from the invalidate callback in any context.
-    pub(crate) fn push(&self, record: uapi::Event) {
+    pub(crate) fn push(&self, record: uapi::EventRecord) {
         self.ring.lock().push(record);
         self.readers.notify_all();
     }
@@ -247,7 +238,7 @@ impl EventQueue {
     /// Queues `n` records, those `records` yields (see [`Ring::push_many`]: at most the ring's
     /// free room is written), under one hold of the ring lock, and wakes readers once. Never
     /// sleeps or allocates: callable from the invalidate callback in any context.
-    pub(crate) fn push_many(&self, n: usize, records: impl Iterator<Item = uapi::Event>) {
+    pub(crate) fn push_many(&self, n: usize, records: impl Iterator<Item = uapi::EventRecord>) {
         if n == 0 {
             return;
         }
@@ -269,7 +260,7 @@ impl EventQueue {
             || self.owner.as_ref().is_some_and(|mm| {
                 // SAFETY: `mm` is a counted (`mmgrab`) `mm_struct`; reading `mm_users` is safe
                 // whatever its value.
-                unsafe { vamr_mm_exited(mm.as_raw()) }
+                unsafe { ffi::vamr_mm_exited(mm.as_raw()) }
             })
     }
 
@@ -309,7 +300,7 @@ impl EventQueue {
         if size == 0 || size > uapi::EVENTS_RING_MAX {
             return Err(EINVAL);
         }
-        let mut records = KVVec::from_elem(uapi::Event::default(), size, GFP_KERNEL_ACCOUNT)?;
+        let mut records = KVVec::from_elem(uapi::EventRecord::default(), size, GFP_KERNEL_ACCOUNT)?;
         {
             let mut ring = self.ring.lock();
             // A reader's peeked records must stay where it left them (type invariant).
@@ -360,7 +351,7 @@ impl EventQueue {
         let mut fd = -1;
         // SAFETY: `raw` is a counted reference; on success the new file owns it (dropped by
         // `vamr_events_release`), on failure it is still ours. `fd` is a valid out pointer.
-        let file = unsafe { vamr_events_file(raw, nonblock, cloexec, &mut fd) };
+        let file = unsafe { ffi::vamr_events_file(raw, nonblock, cloexec, &mut fd) };
         if let Err(e) = kernel::error::from_err_ptr(file) {
             // SAFETY: no file was created: take the reference back.
             drop(unsafe { Arc::from_raw(raw.cast::<EventQueue>()) });
@@ -368,10 +359,10 @@ impl EventQueue {
         }
         match publish(fd) {
             // SAFETY: `fd` and `file` come from `vamr_events_file` and are used once.
-            Ok(()) => unsafe { vamr_events_install(fd, file) },
+            Ok(()) => unsafe { ffi::vamr_events_install(fd, file) },
             Err(e) => {
                 // SAFETY: as above; dropping the file releases the queue reference.
-                unsafe { vamr_events_discard(fd, file) };
+                unsafe { ffi::vamr_events_discard(fd, file) };
                 return Err(e);
             }
         }
@@ -380,7 +371,7 @@ impl EventQueue {
 
     /// read() of the queue into `len` bytes at `buf`: see [`vamr_events_read`].
     fn read(&self, buf: usize, len: usize, nonblock: bool) -> Result<usize> {
-        let rec = core::mem::size_of::<uapi::Event>();
+        let rec = core::mem::size_of::<uapi::EventRecord>();
         let want = len / rec;
         if want == 0 {
             return Err(EINVAL);
@@ -389,7 +380,7 @@ impl EventQueue {
             return Ok(0);
         };
         let mut writer = UserSlice::new(UserPtr::from_addr(buf), want * rec).writer();
-        let mut batch = [uapi::Event::default(); READ_BATCH];
+        let mut batch = [uapi::EventRecord::default(); READ_BATCH];
         let mut done = 0;
         while done < want {
             let n = token.peek(&mut batch[..(want - done).min(READ_BATCH)]);
@@ -488,17 +479,17 @@ extern "C" fn vamr_events_release(queue: *mut c_void) {
 mod tests {
     use super::*;
 
-    fn record(n: u64) -> uapi::Event {
-        uapi::Event {
+    fn record(n: u64) -> uapi::EventRecord {
+        uapi::EventRecord {
             addr: 0x1000 * n,
             len: n,
             cookie: n ^ 0xc0ffee,
-            ..uapi::Event::default()
+            ..uapi::EventRecord::default()
         }
     }
 
     /// What a read of `out.len()` records whose copy always succeeds removes.
-    fn take(q: &EventQueue, out: &mut [uapi::Event]) -> usize {
+    fn take(q: &EventQueue, out: &mut [uapi::EventRecord]) -> usize {
         let mut ring = q.ring.lock();
         let n = ring.peek(out);
         ring.consume(&out[..n]);
@@ -516,7 +507,7 @@ mod tests {
         for n in 1..=3 {
             q.push(record(n));
         }
-        let mut out = [uapi::Event::default(); 2];
+        let mut out = [uapi::EventRecord::default(); 2];
         assert_eq!(take(&q, &mut out), 2);
         assert_eq!((out[0].addr, out[0].generation), (0x1000, 1));
         assert_eq!((out[1].cookie, out[1].generation), (2 ^ 0xc0ffee, 2));
@@ -532,7 +523,7 @@ mod tests {
         for n in 1..=5 {
             q.push(record(n));
         }
-        let mut out = [uapi::Event::default(); 4];
+        let mut out = [uapi::EventRecord::default(); 4];
         let mut ring = q.ring.lock();
         assert_eq!(ring.peek(&mut out), 4);
         // A copy that faulted after two records: the other three stay, in order.
@@ -553,7 +544,7 @@ mod tests {
         for n in 0..QUEUE_RECORDS as u64 + extra {
             q.push(record(n));
         }
-        let mut out = [uapi::Event::default(); 64];
+        let mut out = [uapi::EventRecord::default(); 64];
         let mut seen = 0u64;
         let mut overflow = None;
         loop {
@@ -587,7 +578,7 @@ mod tests {
         for n in 1..=3 {
             q.push(record(n));
         }
-        let mut out = [uapi::Event::default(); 4];
+        let mut out = [uapi::EventRecord::default(); 4];
         let mut ring = q.ring.lock();
         assert_eq!(ring.peek(&mut out), 3);
         assert_eq!(
@@ -622,7 +613,7 @@ mod tests {
         assert!(q.hung_up(&q.ring.lock()));
         let t = q.begin_read(true).unwrap().unwrap();
         assert!(q.begin_read(true).is_err());
-        let mut out = [uapi::Event::default(); 2];
+        let mut out = [uapi::EventRecord::default(); 2];
         assert_eq!(t.peek(&mut out), 1);
         t.consume(&out[..1]);
         drop(t);
@@ -642,7 +633,7 @@ mod tests {
         assert_eq!(q.resize(3), Ok(3));
         assert_eq!(q.size(), 3);
         q.push(record(6));
-        let mut out = [uapi::Event::default(); 8];
+        let mut out = [uapi::EventRecord::default(); 8];
         assert_eq!(take(&q, &mut out), 4);
         assert_eq!([out[0].len, out[1].len, out[2].len], [1, 2, 3]);
         // Two dropped by the resize, one more when the full ring got record 6.
@@ -676,7 +667,7 @@ mod tests {
         // Only the room (3 records) was asked for; the other 7 are lost in one step.
         assert_eq!(asked, 3);
         q.push_many(0, core::iter::empty());
-        let mut out = [uapi::Event::default(); 8];
+        let mut out = [uapi::EventRecord::default(); 8];
         assert_eq!(take(&q, &mut out), 5);
         for (i, r) in out[..4].iter().enumerate() {
             assert_eq!((r.len, r.generation), (i as u64 + 1, i as u64 + 1));

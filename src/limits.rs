@@ -31,31 +31,24 @@
 //! ([`budget_limit`]), counted here too, in the [`UserState`] of the region's user (who
 //! registered it), whoever's task does the work.
 
+use crate::ffi;
 use crate::mm_state::{Budget, MmRef};
-use kernel::ffi::c_char;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::sync::Arc;
 
-extern "C" {
-    fn vamr_limit(object: u32, per_user: bool) -> u32;
-    fn vamr_limit_name(object: u32, per_user: bool) -> *const c_char;
-    fn vamr_budget_limit(budget: u32) -> u32;
-    fn vamr_budget_name(budget: u32) -> *const c_char;
-}
-
 /// The per-user bound of `budget` in force (`max_fault_requests_per_user`,
 /// `max_device_waits_per_user`, `max_prefetches_per_user`). Any context.
 pub(crate) fn budget_limit(budget: Budget) -> usize {
     // SAFETY: no preconditions; reads an `unsigned int` parameter with `READ_ONCE`.
-    unsafe { vamr_budget_limit(budget as u32) as usize }
+    unsafe { ffi::vamr_budget_limit(budget as u32) as usize }
 }
 
 /// The per-user parameter's name of `budget`, as C declares it.
 fn budget_name(budget: Budget) -> &'static CStr {
     // SAFETY: no preconditions; returns a static string for every known budget.
-    let name = unsafe { vamr_budget_name(budget as u32) };
+    let name = unsafe { ffi::vamr_budget_name(budget as u32) };
     if name.is_null() {
         return c"?";
     }
@@ -109,13 +102,13 @@ impl Object {
     /// The limit in force per address space, or per user when `per_user`. Any context.
     pub(crate) fn limit(self, per_user: bool) -> usize {
         // SAFETY: no preconditions; reads an `unsigned int` parameter with `READ_ONCE`.
-        unsafe { vamr_limit(self as u32, per_user) as usize }
+        unsafe { ffi::vamr_limit(self as u32, per_user) as usize }
     }
 
     /// The module parameter's name, as C declares it.
     fn param_name(self, per_user: bool) -> &'static CStr {
         // SAFETY: no preconditions; returns a static string for every known object.
-        let name = unsafe { vamr_limit_name(self as u32, per_user) };
+        let name = unsafe { ffi::vamr_limit_name(self as u32, per_user) };
         if name.is_null() {
             return c"?";
         }

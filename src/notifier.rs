@@ -8,6 +8,7 @@
 //! implements [`InvalidateHandler`]; the C ops table of `H` forwards `invalidate` to it. The
 //! static inlines of the C header are reached through `src/vamr_glue.c`.
 
+use crate::ffi;
 use core::marker::PhantomData;
 use kernel::bindings;
 use kernel::mm::Mm;
@@ -15,23 +16,6 @@ use kernel::prelude::*;
 use kernel::sync::aref::ARef;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Release};
 use kernel::types::Opaque;
-
-// The kernel's own `bindings` crate allows `improper_ctypes` for these types too: they are
-// only passed by pointer. Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_mmu_interval_set_seq(sub: *mut bindings::mmu_interval_notifier, cur_seq: usize);
-    fn vamr_mmu_interval_read_retry(sub: *mut bindings::mmu_interval_notifier, seq: usize) -> bool;
-    fn vamr_mmu_notifier_range_blockable(range: *const bindings::mmu_notifier_range) -> bool;
-    fn vamr_snapshot(
-        sub: *mut bindings::mmu_interval_notifier,
-        seq: usize,
-        start: usize,
-        npages: usize,
-        hmm_pfns: *mut usize,
-    ) -> i32;
-    fn vamr_hmm_pfn_page(hmm_pfn: usize, write: *mut bool) -> *mut bindings::page;
-}
 
 /// What a page-table snapshot found at one page (see [`IntervalNotifier::snapshot`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +34,7 @@ impl Mapped {
     pub(crate) fn from_hmm_pfn(hmm_pfn: usize) -> Mapped {
         let mut write = false;
         // SAFETY: only decodes the bits of `hmm_pfn`; `write` is a valid out pointer.
-        let page = unsafe { vamr_hmm_pfn_page(hmm_pfn, &mut write) };
+        let page = unsafe { ffi::vamr_hmm_pfn_page(hmm_pfn, &mut write) };
         if page.is_null() {
             Mapped::Nothing
         } else {
@@ -137,7 +121,7 @@ impl Range<'_> {
     /// reaper expects.
     pub(crate) fn blockable(&self) -> bool {
         // SAFETY: `self.raw` is a valid range for the lifetime of `self`.
-        unsafe { vamr_mmu_notifier_range_blockable(self.raw) }
+        unsafe { ffi::vamr_mmu_notifier_range_blockable(self.raw) }
     }
 }
 
@@ -154,7 +138,7 @@ impl SeqToken<'_> {
     pub(crate) fn set_seq(&self) {
         // SAFETY: `sub` is the inserted subscription this invalidation is delivered to; it stays
         // valid during the callback, which is the lifetime of `self`.
-        unsafe { vamr_mmu_interval_set_seq(self.sub, self.cur_seq) };
+        unsafe { ffi::vamr_mmu_interval_set_seq(self.sub, self.cur_seq) };
     }
 }
 
@@ -380,7 +364,7 @@ impl<H> IntervalNotifier<H> {
         let (sub, n, pfns) = (self.inner.get(), out.len(), out.as_mut_ptr());
         // SAFETY: `inner` was inserted: its `mm` is `self.mm`, grabbed for `self`'s life (type
         // invariant), and the caller holds a user reference on it; `pfns` has room for `n`.
-        let ret = unsafe { vamr_snapshot(sub, seq, start, n, pfns) };
+        let ret = unsafe { ffi::vamr_snapshot(sub, seq, start, n, pfns) };
         kernel::error::to_result(ret)
     }
 
@@ -392,7 +376,7 @@ impl<H> IntervalNotifier<H> {
             return true;
         }
         // SAFETY: `insert` initialized `inner`; this only reads its `invalidate_seq` field.
-        unsafe { vamr_mmu_interval_read_retry(self.inner.get(), seq) }
+        unsafe { ffi::vamr_mmu_interval_read_retry(self.inner.get(), seq) }
     }
 }
 

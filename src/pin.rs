@@ -6,42 +6,19 @@
 //! `get_user_pages`: `FOLL_PIN` is what fork's copy-on-pin (`page_maybe_dma_pinned()`) and the
 //! `FOLL_LONGTERM` migration out of movable zones depend on (Documentation/core-api/pin_user_pages.rst).
 
+use crate::ffi;
 use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::mm::virt::{flags, VmaRef};
 use kernel::mm::MmWithUser;
 use kernel::prelude::*;
 
-// Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_lockless_context(mm: *mut bindings::mm_struct) -> i32;
-    fn vamr_pin_fast(
-        mm: *mut bindings::mm_struct,
-        start: usize,
-        npages: usize,
-        gup_flags: u32,
-        pages: *mut *mut bindings::page,
-        adopt: bool,
-    ) -> isize;
-    fn vamr_pin_remote(
-        mm: *mut bindings::mm_struct,
-        start: usize,
-        npages: usize,
-        uffd_max: usize,
-        gup_flags: u32,
-        pages: *mut *mut bindings::page,
-    ) -> isize;
-    fn vamr_fault_in(mm: *mut bindings::mm_struct, addr: usize, write: bool) -> i32;
-    fn vamr_cond_resched();
-}
-
 /// A resched point (`cond_resched()`) for loops whose length a user controls (the size of a
 /// region): called once per batch of table slots, it bounds how long such a loop keeps the CPU
 /// on a kernel without preemption. Context: may sleep; the caller holds no spinlock.
 pub(crate) fn cond_resched() {
     // SAFETY: no preconditions; the caller holds no spinlock (see above).
-    unsafe { vamr_cond_resched() };
+    unsafe { ffi::vamr_cond_resched() };
 }
 
 /// Faults the page at `addr` of `mm` in (for writing when `write`) without pinning it, waiting
@@ -51,7 +28,7 @@ pub(crate) fn cond_resched() {
 /// takes (or until the userfaultfd is closed).
 pub(crate) fn fault_in(mm: &MmWithUser, addr: usize, write: bool) -> Result {
     // SAFETY: `mm` has a user reference (`MmWithUser`).
-    kernel::error::to_result(unsafe { vamr_fault_in(mm.as_raw(), addr, write) })
+    kernel::error::to_result(unsafe { ffi::vamr_fault_in(mm.as_raw(), addr, write) })
 }
 
 /// Most pages pinned by one [`pin_user_range`] call: bounds the temporary arrays (4 KiB of page
@@ -526,14 +503,14 @@ impl GupPlan {
         let raw = mm.as_raw();
         let nofault = self.flags | bindings::FOLL_NOFAULT;
         // SAFETY: `mm` has a user reference (`MmWithUser`).
-        let context = unsafe { vamr_lockless_context(raw) };
+        let context = unsafe { ffi::vamr_lockless_context(raw) };
         let adopt = context == 2;
         if adopt && self.fault > 0 {
             // A work item that may fault: its first page, looked up under `mmap_lock`, decides
             // the path. Present, the rest goes lockless; absent, the fault path.
             // SAFETY: `mm` has a user reference; `pages` has room for `batch >= 1` pointers
             // (the caller's contract).
-            let first = unsafe { vamr_pin_remote(raw, start, 1, 1, nofault, pages) };
+            let first = unsafe { ffi::vamr_pin_remote(raw, start, 1, 1, nofault, pages) };
             if first == 1 {
                 if self.batch == 1 {
                     return Ok(1);
@@ -542,7 +519,7 @@ impl GupPlan {
                 // SAFETY: `mm` has a user reference; `pages + 1` has room for `batch - 1`
                 // pointers.
                 let rest = unsafe {
-                    vamr_pin_fast(raw, next, self.batch - 1, nofault, pages.add(1), true)
+                    ffi::vamr_pin_fast(raw, next, self.batch - 1, nofault, pages.add(1), true)
                 };
                 return Ok(1 + rest.max(0) as usize);
             }
@@ -553,7 +530,7 @@ impl GupPlan {
                 nofault
             };
             // SAFETY: `mm` has a user reference; `pages` has room for `batch` pointers.
-            let ret = unsafe { vamr_pin_fast(raw, start, self.batch, flags, pages, adopt) };
+            let ret = unsafe { ffi::vamr_pin_fast(raw, start, self.batch, flags, pages, adopt) };
             // Nothing pinned (`EFAULT` or 0: the first page is absent): the fault path, if
             // the plan allows one.
             if ret > 0 || self.fault == 0 || self.fault_lockless {
@@ -568,7 +545,7 @@ impl GupPlan {
             self.fault
         };
         // SAFETY: `mm` has a user reference; `pages` has room for `batch >= n` pointers.
-        to_count(unsafe { vamr_pin_remote(raw, start, n, self.must, self.flags, pages) })
+        to_count(unsafe { ffi::vamr_pin_remote(raw, start, n, self.must, self.flags, pages) })
     }
 }
 

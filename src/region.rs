@@ -18,6 +18,7 @@
 //!   in flight and no access touches a page after the invalidation that covered it returned.
 
 use crate::events::EventQueue;
+use crate::ffi;
 use crate::limits::User;
 use crate::mm_state::MmSlot;
 use crate::notifier::{
@@ -34,13 +35,6 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, MutexGuard};
 use kernel::{new_condvar, new_mutex};
-
-// Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_task_size() -> usize;
-    fn vamr_fatal_signal_pending() -> bool;
-}
 
 /// Access the region allows (`VAMR_ACCESS_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,7 +283,7 @@ impl Region {
         let first = range.start().max(self.addr);
         let end = range.end().min(self.addr + self.len);
         if let (Some(events), true) = (&self.events, first < end) {
-            events.push(uapi::Event {
+            events.push(uapi::EventRecord {
                 addr: first as u64,
                 len: (end - first) as u64,
                 cookie: self.cookie,
@@ -444,7 +438,7 @@ impl Region {
         let (start, npages) = page_cover(addr, len)?;
         let mm_slot = MmSlot::take(mm, user)?;
         // SAFETY: reads `TASK_SIZE` of current, no preconditions.
-        if start + npages * PAGE_SIZE > unsafe { vamr_task_size() } {
+        if start + npages * PAGE_SIZE > unsafe { ffi::vamr_task_size() } {
             return Err(EFAULT);
         }
         let charge = PinnedVmCharge::new(mm, npages)?;
@@ -605,7 +599,7 @@ impl Region {
             return Err(RegionError::Cancelled);
         }
         // SAFETY: no preconditions; reads current's pending signals.
-        if unsafe { vamr_fatal_signal_pending() } {
+        if unsafe { ffi::vamr_fatal_signal_pending() } {
             return Err(RegionError::Interrupted);
         }
         Ok(())

@@ -7,19 +7,13 @@
 //! per CPU (`src/vamr_glue.c`): an event adds to its own CPU's counter with no atomic
 //! operation and no cache line shared by the whole module; [`global_snapshot`] sums them.
 
+use crate::ffi;
 use crate::notifier::Event;
 use crate::uapi;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
 use kernel::time::{Instant, Monotonic};
 use kernel::uaccess::UserSliceReader;
-
-// Declarations: src/vamr_glue.h.
-extern "C" {
-    fn vamr_global_add(idx: u32, n: u64);
-    fn vamr_global_sum(idx: u32) -> u64;
-    fn vamr_task_cpu_ns() -> u64;
-}
 
 /// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
 /// otherwise.
@@ -57,9 +51,10 @@ impl Kind {
     const COUNT: usize = Kind::FaultRequests as usize + 1;
 }
 
-// `struct vamr_counters` ([`uapi::Counters`]) holds one `u64` per kind and one per invalidation
-// kind ([`Counters::snapshot`] fills every field).
-const _: () = assert!(core::mem::size_of::<uapi::Counters>() == 8 * (Kind::COUNT + Event::COUNT));
+// `struct vamr_counters` ([`uapi::CountersRecord`]) holds one `u64` per kind and one per
+// invalidation kind ([`Counters::snapshot`] fills every field).
+const _: () =
+    assert!(core::mem::size_of::<uapi::CountersRecord>() == 8 * (Kind::COUNT + Event::COUNT));
 // The per-CPU module-wide counters have room for every kind and invalidation kind.
 const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
 
@@ -163,7 +158,7 @@ pub(crate) fn extra_add(e: Extra, n: u64) {
 /// The module-wide counter `e`, summed over the CPUs.
 fn extra_sum(e: Extra) -> u64 {
     // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
-    unsafe { vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
+    unsafe { ffi::vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
 }
 
 /// CPU time of the current task so far, in nanoseconds (what the scheduler's
@@ -172,7 +167,7 @@ fn extra_sum(e: Extra) -> u64 {
 /// Any context, does not sleep.
 pub(crate) fn task_cpu_ns() -> u64 {
     // SAFETY: no preconditions; reads current's scheduler clock with IRQs disabled.
-    unsafe { vamr_task_cpu_ns() }
+    unsafe { ffi::vamr_task_cpu_ns() }
 }
 
 /// The text of debugfs `vamr/access_pins`, the [`Extra`] counters since the module was loaded
@@ -202,14 +197,14 @@ pub(crate) struct Counters {
 /// counter `idx` (a kind, or `Kind::COUNT` + an invalidation kind). Any context.
 fn global_add(idx: usize, n: u64) {
     // SAFETY: no preconditions; `this_cpu_add` on a per-CPU array, `idx` checked in C.
-    unsafe { vamr_global_add(idx as u32, n) };
+    unsafe { ffi::vamr_global_add(idx as u32, n) };
 }
 
 /// A snapshot of the module-wide counters, summed over the CPUs, of every region of the module,
 /// live or gone.
-pub(crate) fn global_snapshot() -> uapi::Counters {
+pub(crate) fn global_snapshot() -> uapi::CountersRecord {
     // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
-    let sum = |idx: usize| unsafe { vamr_global_sum(idx as u32) };
+    let sum = |idx: usize| unsafe { ffi::vamr_global_sum(idx as u32) };
     let mut inv = [0u64; Event::COUNT];
     for (i, dst) in inv.iter_mut().enumerate() {
         *dst = sum(Kind::COUNT + i);
@@ -218,8 +213,8 @@ pub(crate) fn global_snapshot() -> uapi::Counters {
 }
 
 /// The UAPI layout of the counters `get` reads and the invalidation counts `inv`.
-fn to_uapi(get: impl Fn(Kind) -> u64, inv: [u64; Event::COUNT]) -> uapi::Counters {
-    uapi::Counters {
+fn to_uapi(get: impl Fn(Kind) -> u64, inv: [u64; Event::COUNT]) -> uapi::CountersRecord {
+    uapi::CountersRecord {
         pages_pinned: get(Kind::PagesPinned),
         regions: get(Kind::Regions),
         invalidations: inv,
@@ -275,7 +270,7 @@ impl Counters {
     }
 
     /// A snapshot in the UAPI layout.
-    pub(crate) fn snapshot(&self) -> uapi::Counters {
+    pub(crate) fn snapshot(&self) -> uapi::CountersRecord {
         let mut inv = [0u64; Event::COUNT];
         for (dst, src) in inv.iter_mut().zip(self.invalidations.iter()) {
             *dst = src.load(Relaxed);

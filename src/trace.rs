@@ -6,45 +6,14 @@
 //! disabled; any context, never sleeps. Addresses are user virtual addresses; a region is named
 //! by the first byte of its page cover.
 
+use crate::ffi;
 use crate::notifier::Event;
-
-// Declarations: src/vamr_glue.h.
-extern "C" {
-    fn vamr_trace_register(start: usize, npages: usize, write: bool, pinned: usize, err: i32);
-    fn vamr_trace_invalidate(
-        start: usize,
-        range_start: usize,
-        range_end: usize,
-        event: u32,
-        marked: usize,
-        dropped: usize,
-        blockable: bool,
-    );
-    fn vamr_trace_verify(
-        start: usize,
-        first: usize,
-        npages: usize,
-        kept: usize,
-        swapped: usize,
-        dropped: usize,
-    );
-    fn vamr_trace_repin(
-        start: usize,
-        va: usize,
-        npages: usize,
-        pinned: usize,
-        write: bool,
-        access: bool,
-    );
-    fn vamr_trace_fault_request(start: usize, va: usize, write: bool);
-    fn vamr_trace_access_error(start: usize, va: usize, len: usize, write: bool, err: i32);
-}
 
 /// A registration of `npages` pages from `start` ended: `pinned` pages pinned, `err` 0 or a
 /// negative errno.
 pub(crate) fn register(start: usize, npages: usize, write: bool, pinned: usize, err: i32) {
     // SAFETY: plain values; the wrapper only records them.
-    unsafe { vamr_trace_register(start, npages, write, pinned, err) }
+    unsafe { ffi::vamr_trace_register(start, npages, write, pinned, err) }
 }
 
 /// An invalidation of `[range_start, range_end)` of kind `event` over the region at `start`
@@ -59,7 +28,7 @@ pub(crate) fn invalidate(
 ) {
     // SAFETY: plain values; the wrapper only records them.
     unsafe {
-        vamr_trace_invalidate(
+        ffi::vamr_trace_invalidate(
             start,
             range.0,
             range.1,
@@ -81,7 +50,7 @@ pub(crate) fn verify(
     dropped: usize,
 ) {
     // SAFETY: plain values; the wrapper only records them.
-    unsafe { vamr_trace_verify(start, first, npages, kept, swapped, dropped) }
+    unsafe { ffi::vamr_trace_verify(start, first, npages, kept, swapped, dropped) }
 }
 
 /// An access (`access`) or a prefetch pinned `pinned` of `npages` pages from `va`.
@@ -94,17 +63,17 @@ pub(crate) fn repin(
     access: bool,
 ) {
     // SAFETY: plain values; the wrapper only records them.
-    unsafe { vamr_trace_repin(start, va, npages, pinned, write, access) }
+    unsafe { ffi::vamr_trace_repin(start, va, npages, pinned, write, access) }
 }
 
 /// A fault request for the page at `va` was queued.
 pub(crate) fn fault_request(start: usize, va: usize, write: bool) {
     // SAFETY: plain values; the wrapper only records them.
-    unsafe { vamr_trace_fault_request(start, va, write) }
+    unsafe { ffi::vamr_trace_fault_request(start, va, write) }
 }
 
 /// An access of `len` bytes at `va` failed with `err` (a negative errno).
 pub(crate) fn access_error(start: usize, va: usize, len: usize, write: bool, err: i32) {
     // SAFETY: plain values; the wrapper only records them.
-    unsafe { vamr_trace_access_error(start, va, len, write, err) }
+    unsafe { ffi::vamr_trace_access_error(start, va, len, write, err) }
 }

@@ -8,6 +8,10 @@
 //! asserts the same numbers against the header. The KUnit suite at the end of this file compares
 //! the constants and ioctl numbers (which encode the sizes) with what the C compiler derived
 //! from the header, published by `src/vamr_glue.c`.
+//!
+//! The Rust names are the C ones in CamelCase, with `Arg` for an ioctl argument and `Record`
+//! for a record the kernel writes where the plain name would read as another type (`AtomicArg`
+//! beside `kernel::sync::atomic::Atomic`, `EventRecord` beside `notifier::Event`).
 
 use crate::notifier;
 use kernel::ioctl::{_IOW, _IOWR};
@@ -148,9 +152,9 @@ abi_struct! {
     /// `struct vamr_handle_arg`.
     HandleArg = 8 { handle @ 0: u32, flags @ 4: u32 }
     /// `struct vamr_access`.
-    Access = 32 { addr @ 0: u64, len @ 8: u64, buf @ 16: u64, handle @ 24: u32, op @ 28: u32 }
+    AccessArg = 32 { addr @ 0: u64, len @ 8: u64, buf @ 16: u64, handle @ 24: u32, op @ 28: u32 }
     /// `struct vamr_atomic`.
-    Atomic = 40 {
+    AtomicArg = 40 {
         addr @ 0: u64,
         compare @ 8: u64,
         swap @ 16: u64,
@@ -159,7 +163,7 @@ abi_struct! {
         op @ 36: u32,
     }
     /// `struct vamr_prefetch`.
-    Prefetch = 32 {
+    PrefetchArg = 32 {
         addr @ 0: u64,
         len @ 8: u64,
         handle @ 16: u32,
@@ -168,7 +172,7 @@ abi_struct! {
         reserved @ 28: u32,
     }
     /// `struct vamr_counters`.
-    Counters = 160 {
+    CountersRecord = 160 {
         pages_pinned @ 0: u64,
         regions @ 8: u64,
         invalidations @ 16: [u64; notifier::Event::COUNT],
@@ -184,9 +188,14 @@ abi_struct! {
         fault_requests @ 152: u64,
     }
     /// `struct vamr_stats`.
-    Stats = 176 { handle @ 0: u32, flags @ 4: u32, generation @ 8: u64, counters @ 16: Counters }
+    Stats = 176 {
+        handle @ 0: u32,
+        flags @ 4: u32,
+        generation @ 8: u64,
+        counters @ 16: CountersRecord,
+    }
     /// `struct vamr_event`.
-    Event = 40 {
+    EventRecord = 40 {
         addr @ 0: u64,
         len @ 8: u64,
         cookie @ 16: u64,
@@ -199,7 +208,7 @@ abi_struct! {
     /// `struct vamr_events_open_ex`.
     EventsOpenEx = 16 { flags @ 0: u32, fd @ 4: i32, ring @ 8: u32, reserved @ 12: u32 }
     /// `struct vamr_watch`.
-    Watch = 40 {
+    WatchArg = 40 {
         addr @ 0: u64,
         len @ 8: u64,
         cookie @ 16: u64,
@@ -217,7 +226,7 @@ abi_struct! {
         reserved @ 12: u32,
         addr @ 16: u64,
         len @ 24: u64,
-        counters @ 32: Counters,
+        counters @ 32: CountersRecord,
     }
     /// `struct vamr_device_info` (`name` as two halves: `Default` exists for arrays of at
     /// most 32 elements).
@@ -238,11 +247,11 @@ pub(crate) const IOC_REGISTER: u32 = _IOWR::<Register>(IOCTL_TYPE, 0x01);
 /// `VAMR_IOC_UNREGISTER`.
 pub(crate) const IOC_UNREGISTER: u32 = _IOW::<HandleArg>(IOCTL_TYPE, 0x02);
 /// `VAMR_IOC_ACCESS`.
-pub(crate) const IOC_ACCESS: u32 = _IOW::<Access>(IOCTL_TYPE, 0x03);
+pub(crate) const IOC_ACCESS: u32 = _IOW::<AccessArg>(IOCTL_TYPE, 0x03);
 /// `VAMR_IOC_ATOMIC`.
-pub(crate) const IOC_ATOMIC: u32 = _IOWR::<Atomic>(IOCTL_TYPE, 0x04);
+pub(crate) const IOC_ATOMIC: u32 = _IOWR::<AtomicArg>(IOCTL_TYPE, 0x04);
 /// `VAMR_IOC_PREFETCH`.
-pub(crate) const IOC_PREFETCH: u32 = _IOWR::<Prefetch>(IOCTL_TYPE, 0x05);
+pub(crate) const IOC_PREFETCH: u32 = _IOWR::<PrefetchArg>(IOCTL_TYPE, 0x05);
 /// `VAMR_IOC_STATS`.
 pub(crate) const IOC_STATS: u32 = _IOWR::<Stats>(IOCTL_TYPE, 0x06);
 /// `VAMR_IOC_EVENTS_OPEN`.
@@ -254,7 +263,7 @@ pub(crate) const IOC_DEVICE: u32 = _IOWR::<DeviceInfo>(IOCTL_TYPE, 0x09);
 /// `VAMR_IOC_EVENTS_OPEN_EX` (the number of `VAMR_IOC_EVENTS_OPEN`, with a larger argument).
 pub(crate) const IOC_EVENTS_OPEN_EX: u32 = _IOWR::<EventsOpenEx>(IOCTL_TYPE, 0x07);
 /// `VAMR_IOC_WATCH`.
-pub(crate) const IOC_WATCH: u32 = _IOWR::<Watch>(IOCTL_TYPE, 0x0a);
+pub(crate) const IOC_WATCH: u32 = _IOWR::<WatchArg>(IOCTL_TYPE, 0x0a);
 /// `VAMR_IOC_UNWATCH`.
 pub(crate) const IOC_UNWATCH: u32 = _IOW::<HandleArg>(IOCTL_TYPE, 0x0b);
 /// `VAMR_IOC_WATCH_SYNC`.
@@ -293,15 +302,7 @@ impl Query {
 #[kunit_tests(vamr_kunit_uapi)]
 mod tests {
     use super::*;
-
-    extern "C" {
-        static vamr_c_abi_version: u32;
-        static vamr_c_features_known: u64;
-        static vamr_c_access_known: u32;
-        static vamr_c_event_count: u32;
-        static vamr_c_ioc: [u32; 14];
-        static vamr_c_watch_consts: [u32; 5];
-    }
+    use crate::ffi;
 
     #[test]
     fn rust_abi_matches_c_header() {
@@ -309,11 +310,11 @@ mod tests {
         // and never written; copying them out is a plain read of initialized memory.
         let (ver, known, access, events, ioc) = unsafe {
             (
-                vamr_c_abi_version,
-                vamr_c_features_known,
-                vamr_c_access_known,
-                vamr_c_event_count,
-                vamr_c_ioc,
+                ffi::vamr_c_abi_version,
+                ffi::vamr_c_features_known,
+                ffi::vamr_c_access_known,
+                ffi::vamr_c_event_count,
+                ffi::vamr_c_ioc,
             )
         };
         assert_eq!(ver, ABI_VERSION);
@@ -340,7 +341,7 @@ mod tests {
         // compiler sees it (the offsets are checked at build time, see `abi_struct!`).
         assert_eq!(ioc, rust_ioc);
         // SAFETY: as above.
-        let watch = unsafe { vamr_c_watch_consts };
+        let watch = unsafe { ffi::vamr_c_watch_consts };
         let rust_watch = [
             EVENT_WATCH,
             EVENTS_RING_DEFAULT as u32,

@@ -461,7 +461,7 @@ EXPORT_SYMBOL_GPL(vamr_region_prefetch_async);
 EXPORT_SYMBOL_GPL(vamr_region_cancel);
 EXPORT_SYMBOL_GPL(vamr_region_stats);
 
-/* src/devices.rs reads struct vamr_device_ops as RawOps: one function pointer. */
+/* src/rdma_devices.rs reads struct vamr_device_ops as RawOps: one function pointer. */
 static_assert(sizeof(struct vamr_device_ops) == sizeof(void *));
 static_assert(offsetof(struct vamr_device_ops, find_mr) == 0);
 

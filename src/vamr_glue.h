@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Functions of src/vamr_glue.c called from the Rust side of vamr.ko. The
- * Rust declarations (extern "C" blocks under src/) must match these.
+ * Rust declarations (src/ffi.rs) must match these.
  */
 #ifndef _VAMR_GLUE_H
 #define _VAMR_GLUE_H

@@ -2,7 +2,7 @@
 /*
  * The bounds on what users create through vamr (src/limits.rs) and on the
  * work in flight they cause: module parameters of src/vamr_limits.c, read
- * through accessors.
+ * through accessors. The Rust declarations (src/ffi.rs) must match these.
  */
 #ifndef _VAMR_LIMITS_H
 #define _VAMR_LIMITS_H

@@ -16,12 +16,13 @@ use kernel::workqueue::Queue;
 
 mod api;
 mod device;
-mod devices;
 mod events;
+mod ffi;
 mod limits;
 mod mm_state;
 mod notifier;
 mod pin;
+mod rdma_devices;
 mod region;
 mod stats;
 mod trace;
@@ -34,10 +35,6 @@ module! {
     authors: ["The vamr developers"],
     description: "RDMA memory regions with virtual-address semantics",
     license: "GPL",
-}
-
-extern "C" {
-    fn vamr_alloc_workqueue(name: *const u8) -> *mut bindings::workqueue_struct;
 }
 
 /// The queue of the per-mm verify work. Set by [`ModuleQueue::new`] before `/dev/vamr` exists,
@@ -90,7 +87,8 @@ impl ModuleQueue {
         slot: &'static Atomic<*mut bindings::workqueue_struct>,
     ) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated string that lives forever; returns NULL on failure.
-        let wq = NonNull::new(unsafe { vamr_alloc_workqueue(name.as_char_ptr()) }).ok_or(ENOMEM)?;
+        let wq = unsafe { ffi::vamr_alloc_workqueue(name.as_char_ptr()) };
+        let wq = NonNull::new(wq).ok_or(ENOMEM)?;
         slot.store(wq.as_ptr(), Release);
         Ok(ModuleQueue { wq, slot })
     }
@@ -112,7 +110,7 @@ struct Globals;
 
 impl Drop for Globals {
     fn drop(&mut self) {
-        devices::clear();
+        rdma_devices::clear();
         mm_state::clear();
         limits::clear();
     }
@@ -153,7 +151,7 @@ struct VamrModule {
 impl kernel::InPlaceModule for VamrModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("ABI version {}, /dev/vamr\n", uapi::ABI_VERSION);
-        devices::init();
+        rdma_devices::init();
         mm_state::init();
         limits::init();
         let debugfs = Dir::new(c"vamr");

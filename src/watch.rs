@@ -34,12 +34,12 @@
 //! Nothing of vamr causes events: a watch pins nothing and faults nothing in.
 
 use crate::events::EventQueue;
+use crate::ffi;
 use crate::limits::Charge;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
 use crate::uapi;
-use core::ffi::c_void;
 use kernel::bindings;
 use kernel::list::{List, ListArc, ListLinks};
 use kernel::mm::virt::{VmaMixedMap, VmaNew};
@@ -49,14 +49,6 @@ use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full};
 use kernel::sync::{aref::ARef, Arc, SpinLock};
-
-// Pointers to C structs only (see `src/notifier.rs`). Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_page_address(page: *mut bindings::page) -> *mut c_void;
-    fn vamr_fatal_signal_pending() -> bool;
-    fn vamr_task_size() -> usize;
-}
 
 /// Pages of the generation counters (one `u64` per slot, [`uapi::WATCH_MAX`] slots).
 pub(crate) const GEN_PAGES: usize = uapi::WATCH_MAP_LEN.div_ceil(PAGE_SIZE);
@@ -95,7 +87,7 @@ impl Generations {
             // No __GFP_HIGHMEM: the page has a permanent kernel address.
             let page = Page::alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO)?;
             // SAFETY: `page` is a valid, allocated lowmem page.
-            let addr = unsafe { vamr_page_address(page.as_ptr()) } as usize;
+            let addr = unsafe { ffi::vamr_page_address(page.as_ptr()) } as usize;
             pages.push(page, GFP_KERNEL_ACCOUNT)?;
             addrs.push(addr, GFP_KERNEL_ACCOUNT)?;
         }
@@ -231,7 +223,7 @@ pub(crate) fn check_range(addr: usize, len: usize) -> Result<usize> {
         return Err(EINVAL);
     }
     // SAFETY: no preconditions.
-    if end > unsafe { vamr_task_size() } {
+    if end > unsafe { ffi::vamr_task_size() } {
         return Err(EFAULT);
     }
     Ok(end)
@@ -329,7 +321,7 @@ impl InvalidateHandler for WatchGroup {
         }
         let start = range.start().max(self.start);
         let end = range.end().min(self.end);
-        let records = members.list.iter().map(|w| uapi::Event {
+        let records = members.list.iter().map(|w| uapi::EventRecord {
             addr: start as u64,
             len: end.saturating_sub(start) as u64,
             cookie: w.cookie,
@@ -443,7 +435,7 @@ impl Watch {
                 }
             }
             // SAFETY: no preconditions.
-            if unsafe { vamr_fatal_signal_pending() } {
+            if unsafe { ffi::vamr_fatal_signal_pending() } {
                 return Err(EINTR);
             }
         }

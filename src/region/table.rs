@@ -6,6 +6,7 @@
 //! `Region::table`: super::Region
 
 use super::RegionInner;
+use crate::ffi;
 use crate::pin::PinnedPage;
 use core::ops::Deref;
 use kernel::bindings;
@@ -14,14 +15,6 @@ use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::sync::lock::spinlock::SpinLockGuard;
 use kernel::sync::{MutexGuard, SpinLock};
-
-// Pointers to C structs only; see `src/notifier.rs`. Declarations: src/vamr_glue.h.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn vamr_memlock_limit_pages() -> usize;
-    fn vamr_pinned_vm_add(mm: *mut bindings::mm_struct, npages: isize) -> i64;
-    fn vamr_pinned_vm_sub(mm: *mut bindings::mm_struct, npages: isize);
-}
 
 /// One pinned page of a region: the pin, whose owner's mark is the *suspect* flag (set by
 /// an invalidation over the page: the mapping may have changed, so accesses do not use the pin
@@ -177,10 +170,10 @@ impl<'a> PinnedVmCharge<'a> {
     /// `ib_umem_get()` in drivers/infiniband/core/umem.c).
     pub(super) fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
         // SAFETY: `mm` is a valid mm (we hold a reference).
-        let total = unsafe { vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
+        let total = unsafe { ffi::vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
         let charge = PinnedVmCharge { mm, npages };
         // SAFETY: no preconditions; reads current's rlimit.
-        let limit = unsafe { vamr_memlock_limit_pages() };
+        let limit = unsafe { ffi::vamr_memlock_limit_pages() };
         if total as u64 > limit as u64 {
             // SAFETY: `capable()` may be called from process context with any capability.
             let privileged = unsafe { bindings::capable(bindings::CAP_IPC_LOCK as i32) };
@@ -199,7 +192,7 @@ impl<'a> PinnedVmCharge<'a> {
     /// Returns a committed charge of `npages` to `mm`.
     pub(super) fn release(mm: &Mm, npages: usize) {
         // SAFETY: `mm` is a valid mm (we hold a reference).
-        unsafe { vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
+        unsafe { ffi::vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
     }
 }
 
