@@ -248,9 +248,9 @@ impl MiscDevice for VamrFile {
             return Err(EINVAL);
         }
         let gens = me.generations()?;
-        // SAFETY: `gens` is the file's counters, which `me.gens` keeps until the file is
-        // released (set once, never replaced); `vma` is being set up on this file, so its
-        // `vm_file` reference keeps the file open while the VMA (or a part of it) exists.
+        // `gens` is the file's counters, kept by `me.gens` until the file is released (set once,
+        // never replaced), and every part of `vma` holds a reference on this file (`vm_file`):
+        // SAFETY: so `gens` outlives the mapping, as `map_counters` requires.
         unsafe { watch::map_counters(vma, &gens, pgoff) }
     }
 }

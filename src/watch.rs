@@ -161,9 +161,8 @@ pub(crate) unsafe fn map_counters(vma: &VmaNew, gens: &Arc<Generations>, pgoff: 
     vma.set_dontexpand();
     vma.set_dontcopy();
     let raw = vma.as_ptr();
-    // SAFETY: `vma` is being set up in `f_op->mmap`, which may set `vm_ops` and
-    // `vm_private_data`; the table is static, and `gens` outlives every part of the VMA (the
-    // caller's guarantee), as `counter_fault` requires.
+    // What `counter_fault` requires: the table is static, and `gens` outlives every part of
+    // SAFETY: the VMA (the caller's guarantee); `f_op->mmap` may set `vm_ops`, `vm_private_data`.
     unsafe {
         (*raw).vm_ops = &COUNTER_VM_OPS.0;
         (*raw).vm_private_data = Arc::as_ptr(gens).cast_mut().cast();
@@ -202,9 +201,8 @@ unsafe extern "C" fn counter_fault(vmf: *mut bindings::vm_fault) -> bindings::vm
     let Some(page) = gens.page(pgoff) else {
         return bindings::vm_fault_reason_VM_FAULT_SIGBUS;
     };
-    // SAFETY: the fault path holds `mmap_lock` or the VMA's lock for reading until the handler
-    // returns; `map_counters` set `VM_MIXEDMAP`, which nothing clears (`mprotect` and
-    // `madvise` keep `VM_SPECIAL` flags).
+    // `VM_MIXEDMAP` stays set (`mprotect` and `madvise` keep `VM_SPECIAL` flags), so
+    // SAFETY: `map_counters` set it; the fault path holds the VMA's or `mmap_lock` until we return.
     let vma = unsafe { VmaMixedMap::from_raw(raw) };
     match vma.vm_insert_page(address, page) {
         Ok(()) => bindings::vm_fault_reason_VM_FAULT_NOPAGE,
