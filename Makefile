@@ -87,7 +87,7 @@ rustfmt: check-kdir
 # The code-shape checks: no function in src/ over 80 lines (scripts/fn-length.py prints the
 # longest), formatting, clippy.
 lint: check-kdir
-	scripts/fn-length.py --max 80 src/*.rs src/region/*.rs src/*.c
+	scripts/fn-length.py --max 80 src/*.rs src/*/*.rs src/*.c
 	$(MAKE) rustfmtcheck
 	$(MAKE) clippy
 

@@ -18,6 +18,7 @@ mod api;
 mod device;
 mod events;
 mod ffi;
+mod handles;
 mod limits;
 mod mm_state;
 mod notifier;

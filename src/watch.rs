@@ -50,6 +50,9 @@ use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Full};
 use kernel::sync::{aref::ARef, Arc, SpinLock};
 
+mod set;
+pub(crate) use set::WatchSet;
+
 /// Pages of the generation counters (one `u64` per slot, [`uapi::WATCH_MAX`] slots).
 pub(crate) const GEN_PAGES: usize = uapi::WATCH_MAP_LEN.div_ceil(PAGE_SIZE);
 
