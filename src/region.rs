@@ -32,7 +32,7 @@ use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, CondVar, Mutex, MutexGuard};
 use kernel::{new_condvar, new_mutex};
 
@@ -103,8 +103,8 @@ mod verify;
 use claims::PinClaims;
 pub(crate) use error::{RegionError, RegionResult};
 pub(crate) use fill::Prefetch;
-use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
-use inval_log::InvalLog;
+use fill::{FillGuard, PinCause};
+use inval_log::{InvalLog, REPIN_ATTEMPTS};
 pub(crate) use io::{AtomicOp, Dir};
 use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
 
@@ -134,7 +134,8 @@ use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
 ///   verify queue (or the pass that will clear it is running).
 /// - `generation` counts the invalidate callbacks that reached the region; each records its
 ///   page range in `inner.inval_log` under the number it had before, and stores the new count
-///   (Release) after its `set_seq`, all under `inner` (the [`InvalLog`] invariants).
+///   (Release) after its `set_seq`, all under `inner` ([`Region::log_invalidation`], the
+///   [`InvalLog`] invariants).
 /// - Nothing is faulted in except by an access, a prefetch or registration (the verify pass
 ///   only reads the page table and pins pages that are present).
 /// - Every long operation is bounded: pin rounds take at most [`PIN_BATCH`] pages, skip a VMA
@@ -245,17 +246,10 @@ impl InvalidateHandler for Region {
                 }
             }
         };
-        seq.set_seq();
         let event = range.event();
         self.stats.invalidation(event);
         let (a, b) = self.page_span(range.start(), range.end());
-        // Only invalidations change `generation`, under `inner`: this is its value.
-        let k = self.generation.load(Relaxed);
-        inner.inval_log.record(k, a, b);
-        // Release: a pin round that reads the new count (Acquire, `Region::round_begin`)
-        // before its `read_begin` also sees `set_seq` above, so that `read_begin` waits for
-        // this invalidation to end (see `Region::round_stale`).
-        self.generation.store(k + 1, Release);
+        self.log_invalidation(&mut inner, seq, a, b);
         self.push_event(range, event);
         let r = (range.start(), range.end());
         if !event.mapping_survives() {

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Pin rounds of a region: pinning what an access, a prefetch, registration or the verify pass
-//! needs, batch by batch, following the `mmu_interval_read_begin()` /
-//! `mmu_interval_read_retry()` protocol (see `Documentation/vamr.rst`, "Pinning").
+//! needs, batch by batch, following the pin-round protocol of `inval_log.rs` (see
+//! `Documentation/vamr.rst`, "Pinning").
 
+use super::inval_log::{Round, REPIN_ATTEMPTS};
 use super::table::{PagePin, TABLE_CHUNK};
 use super::{Region, RegionError, RegionInner, RegionResult};
 use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, Pins, PIN_BATCH};
@@ -13,25 +14,6 @@ use kernel::mm::MmWithUser;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Relaxed};
-
-/// A pin round's start ([`Region::round_begin`]): the notifier sequence of its
-/// `mmu_interval_read_begin()` and the region's invalidation count just before it.
-#[derive(Clone, Copy)]
-pub(super) struct Round {
-    seq: usize,
-    since: u64,
-}
-
-impl Round {
-    /// The notifier sequence (for `hmm_range_fault()`).
-    pub(super) fn seq(&self) -> usize {
-        self.seq
-    }
-}
-
-/// How many times a re-pin round is retried after racing with an invalidation before the pages
-/// are left absent (to be pinned on the next access).
-pub(super) const REPIN_ATTEMPTS: u32 = 16;
 
 /// How many times a pin round whose long-term pin failed with `ENOMEM` is tried in all (the
 /// first try included) before the error is returned. A long-term pin of a page in
@@ -387,40 +369,6 @@ impl Region {
             return Err(RegionError::NoPage);
         }
         Ok(st.committed)
-    }
-
-    /// Starts a pin round (or a page-table snapshot): the region's invalidation count, then
-    /// `mmu_interval_read_begin()`, in that order (see [`Region::round_stale`]). May sleep (it
-    /// waits for an invalidation of the region in progress to end).
-    pub(super) fn round_begin(&self) -> Round {
-        // Acquire, paired with the Release of the invalidate callback: if this load sees an
-        // invalidation counted, `read_begin` below sees its `set_seq` and waits for its end.
-        let since = self.generation.load(Acquire);
-        let seq = self.notifier.read_begin();
-        Round { seq, since }
-    }
-
-    /// Whether what a round started with [`Region::round_begin`] read of pages `[a, b)` (pins
-    /// or a snapshot) may be out of date: an invalidation of the region began since its
-    /// `read_begin` (`mmu_interval_read_retry()`) *and* one of those counted since covered a
-    /// page of `[a, b)` or is no longer remembered ([`InvalLog`]). An invalidation changes the
-    /// page table only inside its own range, and the rest were either over before `read_begin`
-    /// returned (it waited for them: their count was seen, so their `set_seq` was) or are in
-    /// the log; so when this is false, every page read is the page mapped now. `inner` is the
-    /// held `inner` lock, under which invalidations record their ranges and count.
-    ///
-    /// [`InvalLog`]: super::InvalLog
-    pub(super) fn round_stale(
-        &self,
-        inner: &RegionInner,
-        round: Round,
-        a: usize,
-        b: usize,
-    ) -> bool {
-        self.notifier.read_retry(round.seq)
-            && inner
-                .inval_log
-                .touched(round.since, self.generation.load(Relaxed), a, b)
     }
 
     /// Commits `pins` (the pages from index `idx` on) into the absent slots, in place of
