@@ -11,9 +11,10 @@
 //! (`src/limits.rs`): the file itself and its event ring from `open()`, each region and each
 //! watch from its creation, until each goes (at the latest when the file is released).
 
+use crate::charge::Charge;
 use crate::events::{self, EventQueue};
 use crate::handles::HandleTable;
-use crate::limits::{Charge, Object, User};
+use crate::limits::{Object, User};
 use crate::mm_state::MmRef;
 use crate::region::{self, AtomicOp, Dir, Prefetch, Region, Registration};
 use crate::stats;
@@ -147,7 +148,8 @@ impl MiscDevice for VamrFile {
         }
         let gens = me.watches.generations()?;
         // `gens` is the file's counters, kept by `me.watches` until the file is released (set
-        // once, never replaced), and every part of `vma` holds a reference on this file (`vm_file`):
+        // once, never replaced), and every part of `vma` holds a reference on this file
+        // (`vm_file`):
         // SAFETY: so `gens` outlives the mapping, as `map_counters` requires.
         unsafe { watch::map_counters(vma, &gens, pgoff) }
     }

@@ -29,8 +29,8 @@
 //! exited: no record can be queued any more. poll() then reports `EPOLLHUP`, and read() returns
 //! 0 once the queued records are read; blocked readers and pollers are woken.
 
+use crate::charge::Charge;
 use crate::ffi;
-use crate::limits::Charge;
 use crate::uapi;
 use core::ffi::c_void;
 use kernel::bindings;

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Bounds on the objects a user creates through vamr, per address space and per user.
+//! Bounds on the objects a user creates through vamr, per address space and per user, and on
+//! the work in flight they may have; the per-user counts.
 //!
 //! Every [`Object`] that user space can make vamr keep (regions, open `/dev/vamr` files,
 //! monitor-mode watches, event-ring records) counts against two limits, module parameters of
 //! `src/vamr_limits.c` (writable by root at run time; a lower value applies to new objects
 //! only): one for the address space, kept in its `MmState` (`src/mm_state.rs`), and one for
 //! the user, kept here. Past either, the operation that would create one more fails with
-//! `ENOSPC`. A [`Charge`] holds `n` units of one object on both counters and gives them back
-//! when dropped; the object it stands for owns it, so close, unregister and process exit
-//! return every unit.
+//! `ENOSPC`. A `Charge` (`src/charge.rs`) holds `n` units of one object on both counters and
+//! gives them back when dropped; the object it stands for owns it, so close, unregister and
+//! process exit return every unit.
 //!
 //! - **Which user.** The real uid (`kuid`) of the task that creates the object, as
 //!   `struct user_struct` counts a user's processes and epoll watches: for everything a
@@ -26,13 +27,12 @@
 //!   documentation of `src/watch.rs`).
 //!
 //! Work in flight (fault requests, waiting device tasks, asynchronous prefetches) has budgets
-//! of its own ([`Budget`], `EAGAIN` or a dropped advice): constants per address space
-//! (`src/mm_state.rs`), and per user the `max_*_per_user` parameters of `src/vamr_limits.c`
-//! ([`budget_limit`]), counted here too, in the [`UserState`] of the region's user (who
-//! registered it), whoever's task does the work.
+//! of its own ([`Budget`], `EAGAIN` or a dropped advice; a `BudgetCharge` holds a unit):
+//! constants per address space ([`Budget::limit`], counted in its `MmState`), and per user the
+//! `max_*_per_user` parameters of `src/vamr_limits.c` ([`budget_limit`]), counted here too, in
+//! the [`UserState`] of the region's user (who registered it), whoever's task does the work.
 
 use crate::ffi;
-use crate::mm_state::{Budget, MmRef};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::atomic::{Atomic, Relaxed};
@@ -117,6 +117,45 @@ impl Object {
     }
 }
 
+/// Work that one address space, and one user over all its processes, may have outstanding at a
+/// time, each with its bounds (see `Documentation/vamr.rst`, "Security"): [`Budget::limit`]
+/// per mm, [`budget_limit`] (module parameters) per user. Past either, the operation
+/// that would add one more fails with `EAGAIN` (an asynchronous prefetch is dropped instead)
+/// rather than queueing or waiting, so that no process, and no user with many processes, can
+/// make vamr's or a driver's workqueue hold an unbounded amount of its blocked work. The order
+/// is that of `enum vamr_budget` in `src/vamr_limits.h` (KUnit checks the parameter names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Budget {
+    /// Fault requests queued or running on the fault workqueue (`src/region/fault.rs`).
+    FaultRequests,
+    /// Device tasks (work items of a driver, e.g. rdma_rxe's responder) asleep waiting for a
+    /// fault request.
+    DeviceWaits,
+    /// Asynchronous prefetches (`vamr_region_prefetch_async()`) queued or running.
+    Prefetches,
+}
+
+impl Budget {
+    /// Number of budgets.
+    pub(crate) const COUNT: usize = 3;
+
+    /// Every budget, in index order.
+    pub(crate) const ALL: [Budget; Self::COUNT] = [
+        Budget::FaultRequests,
+        Budget::DeviceWaits,
+        Budget::Prefetches,
+    ];
+
+    /// The bound per address space.
+    pub(crate) const fn limit(self) -> usize {
+        match self {
+            Budget::FaultRequests => 16,
+            Budget::DeviceWaits => 64,
+            Budget::Prefetches => 64,
+        }
+    }
+}
+
 /// One counter per [`Object`].
 pub(crate) struct Counts([Atomic<usize>; Object::COUNT]);
 
@@ -129,12 +168,12 @@ impl Counts {
     /// Adds `n` to the count of `object` unless the sum would exceed `limit` (no overshoot, so
     /// a charge that fails never makes another one fail). Returns whether it added. Any
     /// context; never sleeps.
-    fn try_add(&self, object: Object, n: usize, limit: usize) -> bool {
+    pub(crate) fn try_add(&self, object: Object, n: usize, limit: usize) -> bool {
         try_add_capped(&self.0[object as usize], n, limit)
     }
 
     /// Takes `n` back from the count of `object`. Any context.
-    fn sub(&self, object: Object, n: usize) {
+    pub(crate) fn sub(&self, object: Object, n: usize) {
         self.0[object as usize].fetch_sub(n, Relaxed);
     }
 
@@ -150,7 +189,7 @@ impl Counts {
 ///
 /// `holders` is the number of live [`User`] handles of this state; while it is not 0, the
 /// entry of [`USERS`] for `uid` is this state. `work[b]` is the number of live budget charges
-/// of `b` (`mm_state::Charge`) that hold a handle of this state, at most [`budget_limit`]
+/// of `b` (`BudgetCharge`s) that hold a handle of this state, at most [`budget_limit`]
 /// when each was taken.
 struct UserState {
     uid: u32,
@@ -226,7 +265,7 @@ impl User {
 
 impl User {
     /// Takes one unit of `budget` for the user: whether it did (false when the user has
-    /// [`budget_limit`] outstanding already). For `mm_state::Charge` only, which gives it back
+    /// [`budget_limit`] outstanding already). For `BudgetCharge` only, which gives it back
     /// with [`User::uncharge`]. Any context; never sleeps.
     pub(crate) fn try_charge(&self, budget: Budget) -> bool {
         try_add_capped(&self.state.work[budget as usize], 1, budget_limit(budget))
@@ -235,6 +274,11 @@ impl User {
     /// Gives back one unit of `budget` that [`User::try_charge`] took. Any context.
     pub(crate) fn uncharge(&self, budget: Budget) {
         self.state.work[budget as usize].fetch_sub(1, Relaxed);
+    }
+
+    /// What the user has of each object (for `Charge` only, which takes and gives back).
+    pub(crate) fn counts(&self) -> &Counts {
+        &self.state.counts
     }
 }
 
@@ -271,85 +315,6 @@ impl Drop for User {
         };
         // The entry's reference goes after the lock.
         drop(removed);
-    }
-}
-
-/// `n` units of one [`Object`], counted for an address space and for a user; dropping it gives
-/// them back (any context that may sleep: the handles it holds may be the last ones).
-///
-/// # Invariants
-///
-/// `mm`'s count of `object` and `user`'s count of `object` each include `n` for this charge.
-pub(crate) struct Charge {
-    mm: MmRef,
-    user: User,
-    object: Object,
-    n: usize,
-}
-
-impl Charge {
-    /// Takes `n` units of `object` for `mm` and `user`. Errors: `ENOSPC` when either would
-    /// pass its limit (nothing is taken then). Any context; never sleeps.
-    pub(crate) fn take(mm: &MmRef, user: &User, object: Object, n: usize) -> Result<Charge> {
-        if !mm.counts().try_add(object, n, object.limit(false)) {
-            return Err(ENOSPC);
-        }
-        if !user.state.counts.try_add(object, n, object.limit(true)) {
-            mm.counts().sub(object, n);
-            return Err(ENOSPC);
-        }
-        // INVARIANT: both counts include `n` now.
-        Ok(Charge {
-            mm: mm.clone(),
-            user: user.clone(),
-            object,
-            n,
-        })
-    }
-
-    /// Makes the charge `n` units: takes the difference, or gives it back. Errors: `ENOSPC`
-    /// when growing would pass a limit (the charge stays as it was). Any context; never
-    /// sleeps (a spinlock may be held).
-    pub(crate) fn resize(&mut self, n: usize) -> Result {
-        let object = self.object;
-        if n > self.n {
-            let more = n - self.n;
-            if !self.mm.counts().try_add(object, more, object.limit(false)) {
-                return Err(ENOSPC);
-            }
-            if !self
-                .user
-                .state
-                .counts
-                .try_add(object, more, object.limit(true))
-            {
-                self.mm.counts().sub(object, more);
-                return Err(ENOSPC);
-            }
-        } else {
-            self.mm.counts().sub(object, self.n - n);
-            self.user.state.counts.sub(object, self.n - n);
-        }
-        // INVARIANT: both counts include the new `n` instead of the old one.
-        self.n = n;
-        Ok(())
-    }
-
-    /// The address space the charge counts for.
-    pub(crate) fn mm(&self) -> &MmRef {
-        &self.mm
-    }
-
-    /// The user the charge counts for.
-    pub(crate) fn user(&self) -> &User {
-        &self.user
-    }
-}
-
-impl Drop for Charge {
-    fn drop(&mut self) {
-        self.mm.counts().sub(self.object, self.n);
-        self.user.state.counts.sub(self.object, self.n);
     }
 }
 

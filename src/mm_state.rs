@@ -6,17 +6,18 @@
 //!
 //! - **Limits.** [`MmState::counts`] holds what the mm has of each `limits::Object` (regions,
 //!   `/dev/vamr` files, watches, event records), each at most its `max_*_per_mm` module
-//!   parameter (`src/vamr_limits.c`); a `limits::Charge` holds a unit. `max_regions_per_mm`
-//!   counts `/dev/vamr` regions and driver regions (VA MRs) together. With the watch limit it
-//!   bounds the work one invalidation does in one process, which visits every region and
-//!   watch group of the mm that overlaps the range.
+//!   parameter (`src/vamr_limits.c`); a `Charge` (`src/charge.rs`) holds a unit.
+//!   `max_regions_per_mm` counts `/dev/vamr` regions and driver regions (VA MRs) together.
+//!   With the watch limit it bounds the work one invalidation does in one process, which
+//!   visits every region and watch group of the mm that overlaps the range.
 //! - **Verify queue.** An invalidation that keeps the mapping does not unpin: it marks the
-//!   affected pins *suspect* and queues the region here (no allocation: an intrusive list).
-//!   One work item per mm then checks the suspect pins of every queued region against the
-//!   page table, one pass per burst of invalidations (see `Region::verify`).
+//!   affected pins *suspect* and queues the region here (no allocation: an intrusive list of
+//!   the regions' [`VerifyEntry`]s, made at registration). One work item per mm then checks
+//!   the suspect pins of every queued region against the page table ([`Verify`], implemented
+//!   by `Region` in `src/region/verify.rs`), one pass per burst of invalidations.
 //! - **Holders.** An [`MmRef`] holds the mm's entry in the registry: every region (its
-//!   [`MmSlot`]), every `/dev/vamr` file and every charge holds one, so the counts live as
-//!   long as anything they count.
+//!   `MmSlot`), every `/dev/vamr` file and every charge holds one, so the counts live as long
+//!   as anything they count.
 //! - **One idle entry.** When the last holder of an mm goes, its entry (its [`MmState`]) is
 //!   kept as the registry's one *idle* entry ([`IDLE_KEY`]), and the idle entry it replaces is
 //!   freed if it has no holder: a process that registers and deregisters one MR at a time
@@ -24,15 +25,14 @@
 //!   deregistration. An idle entry holds its `mm_struct` (`mmgrab`, not the address space)
 //!   until another mm's last holder goes, or the module unloads.
 
-use crate::limits::{self, Counts, Object, User};
-use crate::region::Region;
-use kernel::list::{List, ListArc};
-use kernel::mm::Mm;
+use crate::limits::{Budget, Counts};
+use kernel::list::{AtomicTracker, List, ListArc, ListLinks, TryNewListArc};
+use kernel::mm::{Mm, MmWithUser};
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
-use kernel::sync::{aref::ARef, Arc, ArcBorrow, SpinLock};
+use kernel::sync::{aref::ARef, Arc, ArcBorrow, LockedBy, SpinLock};
 use kernel::time::{delay::fsleep, msecs_to_jiffies, Delta};
 use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
 
@@ -99,12 +99,47 @@ pub(crate) fn clear() {
     drop(old);
 }
 
+/// What the verify work of an mm checks: a region with suspect pins (`src/region/verify.rs`).
+pub(crate) trait Verify: Send + Sync {
+    /// Checks the suspect pins against the page table of `mm`. Runs on the module's workqueue;
+    /// may sleep; never faults memory in.
+    fn verify(&self, mm: &MmWithUser);
+}
+
+/// A region's place in its mm's verify queue, made with the region ([`MmState::verify_entry`]).
+///
+/// # Invariants
+///
+/// The entry is in its state's `pending` list (it has a [`ListArc`]) exactly when `item` holds
+/// what it queues, which that reference keeps alive until the verify work takes it out.
+#[pin_data]
+pub(crate) struct VerifyEntry {
+    #[pin]
+    links: ListLinks<0>,
+    #[pin]
+    track: AtomicTracker<0>,
+    /// What the entry queues, while it is queued. Under its state's `pending` lock.
+    item: LockedBy<Option<Arc<dyn Verify>>, List<VerifyEntry>>,
+}
+
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for VerifyEntry {
+        tracked_by track: AtomicTracker;
+    }
+}
+
+kernel::list::impl_list_item! {
+    impl ListItem<0> for VerifyEntry {
+        using ListLinks { self.links };
+    }
+}
+
 /// State shared by the regions, files and watches of one mm.
 ///
 /// # Invariants
 ///
-/// A region is in `pending` at most once (its `AtomicTracker`), and only while it has suspect
-/// pins or had them when it was queued.
+/// An entry is in `pending` at most once (its `AtomicTracker`), and only while its region has
+/// suspect pins or had them when it was queued.
 #[pin_data(PinnedDrop)]
 pub(crate) struct MmState {
     /// Live [`MmRef`]s of the mm: raised from 0 only with [`REGISTRY`] held, lowered without
@@ -116,12 +151,13 @@ pub(crate) struct MmState {
     mm: ARef<Mm>,
     /// Regions with suspect pins, waiting for the verify work. Lock rules: taken by the
     /// invalidate callback inside the region lock, so held only to push or pop one entry (no
-    /// allocation, no sleeping). Order: `Region::inner` → `MmState::pending`.
+    /// allocation, no sleeping, no reference to a queued item dropped). Order:
+    /// `Region::inner` → `MmState::pending`.
     #[pin]
-    pending: SpinLock<List<Region>>,
+    pending: SpinLock<List<VerifyEntry>>,
     #[pin]
     work: DelayedWork<MmState>,
-    /// What the mm has outstanding of each [`Budget`] ([`Charge`]s), indexed by the budget.
+    /// What the mm has outstanding of each [`Budget`] (`BudgetCharge`s), indexed by the budget.
     charged: [Atomic<usize>; Budget::COUNT],
 }
 
@@ -132,22 +168,75 @@ impl_has_delayed_work! {
 #[pinned_drop]
 impl PinnedDrop for MmState {
     fn drop(self: Pin<&mut Self>) {
+        // Nothing is queued by then (a pending pass holds a reference to the state); were
+        // anything left, its entry's reference would keep its region forever.
+        while self.pop().is_some() {}
         LIVE_STATES.fetch_sub(1, Release);
     }
 }
 
 impl MmState {
-    /// Queues `region` for the verify pass and schedules the work [`VERIFY_DELAY_MS`] later.
-    /// Any context, does not sleep or allocate (the invalidate callback calls it with the
-    /// region lock held).
-    pub(crate) fn queue(self: &Arc<Self>, region: ArcBorrow<'_, Region>) {
-        if let Some(item) = ListArc::try_from_arc_borrow(region) {
-            self.pending.lock().push_back(item);
+    /// A new entry of this mm's verify queue, for one region. Errors: `ENOMEM`. May sleep.
+    pub(crate) fn verify_entry(&self) -> Result<Arc<VerifyEntry>> {
+        Arc::pin_init(
+            pin_init!(VerifyEntry {
+                links <- ListLinks::new(),
+                track <- AtomicTracker::new(),
+                item: LockedBy::new(&self.pending, None),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )
+    }
+
+    /// Queues `item` with its `entry` (made by [`MmState::verify_entry`] of this state) for the
+    /// verify pass, and schedules the work [`VERIFY_DELAY_MS`] later. Any context, does not
+    /// sleep or allocate (the invalidate callback calls it with the region lock held).
+    pub(crate) fn queue<T: Verify + 'static>(
+        self: &Arc<Self>,
+        entry: &Arc<VerifyEntry>,
+        item: ArcBorrow<'_, T>,
+    ) {
+        if let Some(listed) = ListArc::try_from_arc_borrow(entry.as_arc_borrow()) {
+            let item: Arc<dyn Verify> = Arc::from(item);
+            let mut pending = self.pending.lock();
+            // INVARIANT: in the list, with what it queues.
+            *listed.item.access_mut(&mut pending) = Some(item);
+            pending.push_back(listed);
         }
         // Already pending (timer armed or work queued): that pass will see the region.
         // Arming the timer does not sleep or allocate.
         let delay = msecs_to_jiffies(VERIFY_DELAY_MS);
         let _ = crate::workqueue_get().enqueue_delayed(self.clone(), delay);
+    }
+
+    /// Takes the first entry out of the verify queue and returns what it queued (the
+    /// reference the queue held). Any context; does not sleep.
+    fn pop(&self) -> Option<Arc<dyn Verify>> {
+        let mut pending = self.pending.lock();
+        let entry = pending.pop_front()?;
+        // INVARIANT: out of the list, without an item.
+        let item = entry.item.access_mut(&mut pending).take();
+        drop(pending);
+        // The entry may be queued again from here.
+        drop(entry);
+        item
+    }
+
+    /// Takes one unit of `budget` for the mm: whether it did (false when the mm has
+    /// [`Budget::limit`] outstanding already). For `BudgetCharge` only, which gives it back
+    /// with [`MmState::uncharge`]. Any context; never sleeps.
+    pub(crate) fn try_charge(&self, budget: Budget) -> bool {
+        let count = &self.charged[budget as usize];
+        if count.fetch_add(1, Relaxed) >= budget.limit() {
+            count.fetch_sub(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back one unit of `budget` that [`MmState::try_charge`] took. Any context.
+    pub(crate) fn uncharge(&self, budget: Budget) {
+        self.charged[budget as usize].fetch_sub(1, Relaxed);
     }
 }
 
@@ -155,19 +244,18 @@ impl WorkItem for MmState {
     type Pointer = Arc<MmState>;
 
     /// The verify pass of one mm: checks the suspect pins of the queued regions against the
-    /// page table (`Region::verify`). Runs on the module's workqueue; may sleep; never faults
+    /// page table ([`Verify::verify`]). Runs on the module's workqueue; may sleep; never faults
     /// memory in. Bounded: [`VERIFY_PER_RUN`] regions, then it queues itself again.
     fn run(this: Arc<MmState>) {
         let mm = this.mm.mmget_not_zero();
         for _ in 0..VERIFY_PER_RUN {
-            let Some(item) = this.pending.lock().pop_front() else {
+            let Some(item) = this.pop() else {
                 return;
             };
-            let region: Arc<Region> = item.into_arc();
             // Without a user of the mm the process is exiting: `MMU_NOTIFY_RELEASE` drops
             // every pin.
             if let Some(mm) = &mm {
-                region.verify(mm);
+                item.verify(mm);
             }
         }
         if !this.pending.lock().is_empty() {
@@ -280,111 +368,5 @@ impl Drop for MmRef {
         };
         // The old idle entry's state reference goes after the lock.
         drop(removed);
-    }
-}
-
-/// One region counted against its mm's and its user's limits (`max_regions_per_mm`,
-/// `max_regions_per_user`), holding the mm's shared state; dropping it gives the slot back.
-pub(crate) struct MmSlot {
-    charge: limits::Charge,
-}
-
-impl MmSlot {
-    /// Takes a slot for one more region of `mm`, created by `user`.
-    ///
-    /// Errors: `ENOSPC` when `mm` already has `max_regions_per_mm` regions or `user` has
-    /// `max_regions_per_user`; `ENOMEM`. Process context, may sleep (see [`MmRef::get`]).
-    pub(crate) fn take(mm: &Mm, user: &User) -> Result<Self> {
-        let mm = MmRef::get(mm)?;
-        let charge = limits::Charge::take(&mm, user, Object::Regions, 1)?;
-        Ok(MmSlot { charge })
-    }
-
-    /// The mm's shared state.
-    pub(crate) fn state(&self) -> &Arc<MmState> {
-        self.charge.mm().state()
-    }
-
-    /// Takes one unit of `budget` for the region's mm and for its user (who registered it).
-    /// Errors: `EAGAIN` when the mm has [`Budget::limit`] outstanding already, or the user
-    /// [`limits::budget_limit`] (nothing is taken then). Any context; does not sleep.
-    pub(crate) fn charge(&self, budget: Budget) -> Result<Charge> {
-        let state = self.state();
-        let count = &state.charged[budget as usize];
-        if count.fetch_add(1, Relaxed) >= budget.limit() {
-            count.fetch_sub(1, Relaxed);
-            return Err(EAGAIN);
-        }
-        let user = self.charge.user();
-        if !user.try_charge(budget) {
-            count.fetch_sub(1, Relaxed);
-            return Err(EAGAIN);
-        }
-        // INVARIANT: counted above, for the mm and for the user.
-        Ok(Charge {
-            state: state.clone(),
-            user: user.clone(),
-            budget,
-        })
-    }
-}
-
-/// Work that one address space, and one user over all its processes, may have outstanding at a
-/// time, each with its bounds (see `Documentation/vamr.rst`, "Security"): [`Budget::limit`]
-/// per mm, [`limits::budget_limit`] (module parameters) per user. Past either, the operation
-/// that would add one more fails with `EAGAIN` (an asynchronous prefetch is dropped instead)
-/// rather than queueing or waiting, so that no process, and no user with many processes, can
-/// make vamr's or a driver's workqueue hold an unbounded amount of its blocked work. The order
-/// is that of `enum vamr_budget` in `src/vamr_limits.h` (KUnit checks the parameter names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Budget {
-    /// Fault requests queued or running on the fault workqueue (`src/region/fault.rs`).
-    FaultRequests,
-    /// Device tasks (work items of a driver, e.g. rdma_rxe's responder) asleep waiting for a
-    /// fault request.
-    DeviceWaits,
-    /// Asynchronous prefetches (`vamr_region_prefetch_async()`) queued or running.
-    Prefetches,
-}
-
-impl Budget {
-    /// Number of budgets.
-    pub(crate) const COUNT: usize = 3;
-
-    /// Every budget, in index order.
-    pub(crate) const ALL: [Budget; Self::COUNT] = [
-        Budget::FaultRequests,
-        Budget::DeviceWaits,
-        Budget::Prefetches,
-    ];
-
-    /// The bound per address space.
-    pub(crate) const fn limit(self) -> usize {
-        match self {
-            Budget::FaultRequests => 16,
-            Budget::DeviceWaits => 64,
-            Budget::Prefetches => 64,
-        }
-    }
-}
-
-/// One unit of a [`Budget`] of an mm and of a user ([`MmSlot::charge`]), given back when
-/// dropped, from any context that may sleep (a work item holds it until it ends; the user
-/// handle it holds may be the user's last one, see `limits::User`).
-///
-/// # Invariants
-///
-/// `state.charged[budget]` and `user`'s count of `budget` each count this charge until it is
-/// dropped.
-pub(crate) struct Charge {
-    state: Arc<MmState>,
-    user: User,
-    budget: Budget,
-}
-
-impl Drop for Charge {
-    fn drop(&mut self) {
-        self.state.charged[self.budget as usize].fetch_sub(1, Relaxed);
-        self.user.uncharge(self.budget);
     }
 }

@@ -20,7 +20,6 @@
 use crate::events::EventQueue;
 use crate::ffi;
 use crate::limits::User;
-use crate::mm_state::MmSlot;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
@@ -28,7 +27,6 @@ use crate::pin::{PinMode, PinnedPage};
 use crate::stats::{self, Counters, Extra, Kind};
 use crate::trace;
 use crate::uapi;
-use kernel::list::{AtomicTracker, ListLinks, TryNewListArc};
 use kernel::mm::{Mm, MmWithUser};
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -97,6 +95,7 @@ mod fault;
 mod fill;
 mod inval_log;
 mod io;
+mod mm_slot;
 mod table;
 mod verify;
 
@@ -106,6 +105,7 @@ pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause};
 use inval_log::{InvalLog, REPIN_ATTEMPTS};
 pub(crate) use io::{AtomicOp, Dir};
+use mm_slot::MmSlot;
 use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
 
 /// A registered VA range with virtual-address semantics.
@@ -190,11 +190,6 @@ pub(crate) struct Region {
     /// (under the `inner` lock) only when it is not 0: so either the waiter sees `cancelled`,
     /// or `cancel` sees the waiter, and a deregistration with nobody waiting takes no lock.
     fault_waiters: Atomic<u32>,
-    /// Membership in the mm's verify queue (`MmState`).
-    #[pin]
-    verify_links: ListLinks<0>,
-    #[pin]
-    verify_track: AtomicTracker<0>,
     /// First registered byte.
     addr: usize,
     /// Registered length in bytes (> 0).
@@ -383,20 +378,8 @@ impl Region {
         let this = unsafe { ArcBorrow::from_raw(self) };
         // Not dead, so not torn down: the slot, and with it the mm's state, is still here.
         if let Some(slot) = &inner.slot {
-            slot.state().queue(this);
+            slot.queue(this);
         }
-    }
-}
-
-kernel::list::impl_list_arc_safe! {
-    impl ListArcSafe<0> for Region {
-        tracked_by verify_track: AtomicTracker;
-    }
-}
-
-kernel::list::impl_list_item! {
-    impl ListItem<0> for Region {
-        using ListLinks { self.verify_links };
     }
 }
 
@@ -506,8 +489,6 @@ impl Region {
             idle <- new_condvar!("vamr_region_idle"),
             fault_done <- new_condvar!("vamr_region_fault_done"),
             claim_free <- new_condvar!("vamr_region_claim_free"),
-            verify_links <- ListLinks::new(),
-            verify_track <- AtomicTracker::new(),
             addr,
             len,
             start,

@@ -15,6 +15,7 @@ use kernel::sync::atomic::{Acquire, Atomic, Release};
 use kernel::workqueue::Queue;
 
 mod api;
+mod charge;
 mod device;
 mod events;
 mod ffi;

@@ -33,9 +33,9 @@
 //!
 //! Nothing of vamr causes events: a watch pins nothing and faults nothing in.
 
+use crate::charge::Charge;
 use crate::events::EventQueue;
 use crate::ffi;
-use crate::limits::Charge;
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };

@@ -6,7 +6,8 @@
 //! request, and the advice ends there).
 
 use super::{Prefetch, Region, RegionError, RegionResult};
-use crate::mm_state::{Budget, Charge};
+use crate::charge::BudgetCharge;
+use crate::limits::Budget;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
@@ -27,7 +28,7 @@ struct PrefetchWork {
     how: Prefetch,
     /// The advice's unit of [`Budget::Prefetches`] of the mm and of the region's user, given
     /// back when it ends.
-    _charge: Charge,
+    _charge: BudgetCharge,
     #[pin]
     work: Work<PrefetchWork>,
 }

@@ -6,7 +6,8 @@
 //! deregistration always ends the wait (see `Documentation/vamr.rst`, "Pinning").
 
 use super::{Region, RegionError, RegionInner, RegionResult};
-use crate::mm_state::{Budget, Charge};
+use crate::charge::BudgetCharge;
+use crate::limits::Budget;
 use crate::stats::Kind;
 use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
@@ -24,7 +25,7 @@ struct FaultRequest {
     write: bool,
     /// The request's unit of [`Budget::FaultRequests`] of the mm and of the region's user,
     /// given back when it ends.
-    _charge: Charge,
+    _charge: BudgetCharge,
     #[pin]
     work: Work<FaultRequest>,
 }
@@ -65,12 +66,12 @@ impl Region {
     /// Takes one unit of `budget` for the region's mm and its user (`MmSlot::charge`).
     /// Errors: `Dead` once the region is dead; `EAGAIN` past the mm's or the user's bound.
     /// Takes the region lock; does not sleep otherwise.
-    pub(super) fn charge(&self, budget: Budget) -> RegionResult<Charge> {
+    pub(super) fn charge(&self, budget: Budget) -> RegionResult<BudgetCharge> {
         Self::charge_locked(&self.inner.lock(), budget)
     }
 
     /// As [`Region::charge`], with the region lock held.
-    fn charge_locked(inner: &RegionInner, budget: Budget) -> RegionResult<Charge> {
+    fn charge_locked(inner: &RegionInner, budget: Budget) -> RegionResult<BudgetCharge> {
         match &inner.slot {
             Some(slot) if !inner.dead => Ok(slot.charge(budget)?),
             _ => Err(RegionError::Dead),

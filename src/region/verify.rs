@@ -2,9 +2,11 @@
 
 //! The verify pass of a region: after an invalidation marked pins suspect, check them against
 //! the page table without faulting, and keep, replace or drop each (see `Documentation/vamr.rst`,
-//! "Verify pass"). Run by the mm's verify work ([`crate::mm_state::MmState`]).
+//! "Verify pass"). Run by the mm's verify work ([`crate::mm_state::MmState`]), as its
+//! [`Verify`].
 
 use super::{FillGuard, PinCause, Region, RegionError, RegionInner, RegionResult, REPIN_ATTEMPTS};
+use crate::mm_state::Verify;
 use crate::notifier::Mapped;
 use crate::pin::{PinMode, PinnedPage, PIN_BATCH};
 use crate::stats::Kind;
@@ -14,15 +16,15 @@ use kernel::prelude::*;
 use kernel::sync::atomic::Acquire;
 use kernel::sync::MutexGuard;
 
-impl Region {
-    /// The verify pass of the region, run by its mm's verify work (see [`MmState`]): checks
+impl Verify for Region {
+    /// The verify pass of the region, run by its mm's verify work (`MmState`): checks
     /// every suspect pin against the page table, a batch of [`PIN_BATCH`] pages at a time, and
     /// keeps it (the same page is mapped; a write pin whose page is no longer mapped writable
     /// loses its write permission), replaces it (another page is present: pinned with
     /// `FOLL_NOFAULT`) or unpins it (nothing present: the process released the page, which
     /// stays released). Never faults memory in and never waits for a userfault. Bounded as
     /// [`Region::fill`]; stops when the region is cancelled. May sleep.
-    pub(crate) fn verify(&self, mm: &MmWithUser) {
+    fn verify(&self, mm: &MmWithUser) {
         let Ok(_active) = FillGuard::enter(self) else {
             return;
         };
@@ -48,7 +50,9 @@ impl Region {
             i = j;
         }
     }
+}
 
+impl Region {
     /// Puts `[i, b)` back into the suspect range and queues the region for another pass.
     fn requeue_suspect(&self, i: usize, b: usize) {
         let mut inner = self.inner.lock();
@@ -58,7 +62,7 @@ impl Region {
     }
 
     /// Verifies the suspect pins of `[i, j)` (at most [`PIN_BATCH`] pages): see
-    /// [`Region::verify`]. Three steps: a snapshot of the page table (taken again while
+    /// [`Verify::verify`]. Three steps: a snapshot of the page table (taken again while
     /// invalidations race with it), the classification of each suspect pin against it under
     /// the region lock, then the pins of the pages mapped now. Errors: `Dead`, `ENOMEM`,
     /// `Cancelled`, `Interrupted`.

@@ -4,9 +4,9 @@
 //! members of by range, and its generation counters.
 
 use super::{Generations, Watch, WatchGroup};
+use crate::charge::Charge;
 use crate::events::EventQueue;
 use crate::handles::HandleTable;
-use crate::limits::Charge;
 use crate::uapi;
 use kernel::mm::Mm;
 use kernel::new_mutex;
