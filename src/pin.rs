@@ -391,7 +391,7 @@ pub(crate) struct PinMode {
     /// The round may wait for any fault, a userfault included (killably): registration only,
     /// which runs in the owner's context before anything can deregister the region. Every
     /// other round gets `EBUSY` for a page whose fault would wait (a userfault, a page lock
-    /// held by I/O, a swap-in) and has it delivered by a fault request that it waits for
+    /// held by I/O, a swap-in, a FUSE read) and has it delivered by a fault request that it waits for
     /// cancellably (see `src/region/fault.rs`).
     pub(crate) may_wait: bool,
 }

@@ -234,7 +234,9 @@ struct page *vamr_hmm_pfn_page(unsigned long hmm_pfn, bool *write)
  * what Rust cannot (static inlines, mmap_lock with GUP's 'locked' protocol,
  * current's flags).
  */
+#include <linux/fs.h>
 #include <linux/kthread.h>
+#include <linux/string.h>
 #include <linux/userfaultfd_k.h>
 
 /*
@@ -270,6 +272,24 @@ long vamr_pin_fast(struct mm_struct *mm, unsigned long start, unsigned long npag
 }
 
 /*
+ * Whether a fault in @vma may wait for a user-space server in a way that
+ * FOLL_NOWAIT does not stop: a FUSE file's readahead sends its READ and waits
+ * for the daemon's answer (uninterruptibly once the daemon has read it)
+ * before the fault would give up on a locked folio. Such a fault is left to a
+ * fault request (src/region/fault.rs) by callers that must not wait.
+ * Caller holds mmap_lock.
+ */
+static bool vamr_vma_waits_on_server(struct vm_area_struct *vma)
+{
+	const char *fs;
+
+	if (!vma->vm_file)
+		return false;
+	fs = file_inode(vma->vm_file)->i_sb->s_type->name;
+	return !strcmp(fs, "fuse") || !strcmp(fs, "fuseblk");
+}
+
+/*
  * pin_user_pages_remote() of at most @npages pages from @start of @mm, under
  * mmap_lock (taken here, killably) and with a 'locked' argument, so that GUP
  * may drop the lock and retry (VM_FAULT_RETRY) and userfaultfd faults reach
@@ -278,13 +298,16 @@ long vamr_pin_fast(struct mm_struct *mm, unsigned long start, unsigned long npag
  * ordinary VMA cannot run on into a userfaultfd one; in a userfaultfd-armed
  * VMA, unless FOLL_NOFAULT, it pins at most @uffd_max pages (0: none, returns
  * 0 without raising a userfault). With FOLL_NOWAIT a fault that would wait
- * ends the call with -EBUSY (GUP reports it as 0 pages). Returns the pages
+ * ends the call with -EBUSY (GUP reports it as 0 pages); in a VMA whose faults
+ * wait on a user-space server (vamr_vma_waits_on_server()) only present pages
+ * are pinned then, and an absent first page is -EBUSY too. Returns the pages
  * pinned or an errno.
  */
 long vamr_pin_remote(struct mm_struct *mm, unsigned long start, unsigned long npages,
 		     unsigned long uffd_max, unsigned int gup_flags, struct page **pages)
 {
 	struct vm_area_struct *vma;
+	bool present_only = false;
 	int locked = 1;
 	long ret;
 
@@ -295,15 +318,19 @@ long vamr_pin_remote(struct mm_struct *mm, unsigned long start, unsigned long np
 		npages = min(npages, (vma->vm_end - start) >> PAGE_SHIFT);
 		if (userfaultfd_armed(vma) && !(gup_flags & FOLL_NOFAULT))
 			npages = min(npages, uffd_max);
+		present_only = (gup_flags & (FOLL_NOWAIT | FOLL_NOFAULT)) == FOLL_NOWAIT &&
+			       vamr_vma_waits_on_server(vma);
 	}
 	if (!npages) {
 		mmap_read_unlock(mm);
 		return 0;
 	}
+	if (present_only)
+		gup_flags |= FOLL_NOFAULT;
 	ret = pin_user_pages_remote(mm, start, npages, gup_flags, pages, &locked);
 	if (locked)
 		mmap_read_unlock(mm);
-	if (ret == 0 && (gup_flags & FOLL_NOWAIT))
+	if ((ret == 0 && (gup_flags & FOLL_NOWAIT)) || (ret == -EFAULT && present_only))
 		return -EBUSY;
 	return ret;
 }

@@ -16,7 +16,8 @@
  * UNREGISTER returns within 1 s and ends the PREFETCH (ECANCELED); the
  * process then exits while the READ is still unanswered.
  * sync_advise_dereg: the same for a synchronous ibv_advise_mr(PREFETCH,
- * FLUSH) on a VA MR and ibv_dereg_mr().
+ * FLUSH) on a writable VA MR over a private mapping of the file (its pins
+ * are COW copies, whose fault reads the file first) and ibv_dereg_mr().
  * Both: once the server answers, nothing of uid 65534 stays counted (debugfs
  * vamr/users), and the kernel log shows no WARN or hung task.
  */
@@ -64,6 +65,7 @@ struct shared {
 	double dereg_s;		/* the deregistration's time */
 	int blocked_ret;	/* what the waiting call returned */
 	int reads_before;	/* READs the server had when the wait began */
+	int writable;		/* the child maps the file private and writable */
 };
 
 #define CHILD_CHECK(_sh, _step, _cond, _fmt, ...) do {					\
@@ -101,17 +103,22 @@ static bool wait_reads(struct fuse_server *s, int n, double sec)
 }
 
 /*
- * Maps the server's file at @a (or anywhere when NULL) read-only: the address,
- * or NULL. The file stays open through the mapping only.
+ * Maps the server's file at @a (or anywhere when NULL): shared and read-only,
+ * or private and writable when @sh->writable (a writable VA MR pins for
+ * writing, which a shared file mapping refuses: the pins are then the COW
+ * copies, whose fault reads the file first). The address, or NULL. The file
+ * stays open through the mapping only.
  */
 static uint8_t *map_file(struct shared *sh, void *a, size_t len)
 {
 	int fd = open(sh->srv.path, O_RDONLY | O_CLOEXEC);
+	int prot = sh->writable ? PROT_READ | PROT_WRITE : PROT_READ;
+	int flags = (sh->writable ? MAP_PRIVATE : MAP_SHARED) | (a ? MAP_FIXED : 0);
 	void *p;
 
 	if (fd < 0)
 		return NULL;
-	p = mmap(a, len, PROT_READ, MAP_SHARED | (a ? MAP_FIXED : 0), fd, 0);
+	p = mmap(a, len, prot, flags, fd, 0);
 	close(fd);
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -206,7 +213,8 @@ static void start_waiting(struct shared *sh, struct call *c, void *(*fn)(void *)
 {
 	CHILD_CHECK(sh, 6, !pthread_create(th, NULL, fn, c), "thread");
 	CHILD_CHECK(sh, 7, wait_reads(&sh->srv, sh->reads_before, 10),
-		    "the call sent no READ to the server in 10 s");
+		    "the call sent no READ to the server in 10 s (it %s, %d)",
+		    __atomic_load_n(&c->done, __ATOMIC_ACQUIRE) ? "returned" : "waits", c->ret);
 	usleep(200 * 1000);
 	CHILD_CHECK(sh, 8, !__atomic_load_n(&c->done, __ATOMIC_ACQUIRE),
 		    "the call returned %d before deregistration", c->ret);
@@ -257,7 +265,9 @@ static void verbs_child(struct shared *sh)
 
 	ret = rdma_pair_open(&p, NULL);
 	CHILD_CHECK(sh, 3, !ret, "rdma_pair_open: %s", strerror(-ret));
-	ret = rdma_pair_reg_mr(&p, a, len, IBV_ACCESS_REMOTE_READ | VAMR_ACCESS_VA, &mr);
+	/* PREFETCH advice needs an MR with local write access (rxe_odp.c's lookup). */
+	ret = rdma_pair_reg_mr(&p, a, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+			       VAMR_ACCESS_VA, &mr);
 	CHILD_CHECK(sh, 3, !ret, "VA MR: %s", strerror(-ret));
 	if (arm(sh, a, len)) {
 		sh->step = 5;	/* arm() wrote the message */
@@ -299,6 +309,21 @@ static int user_gone(uid_t uid, double sec)
 	}
 }
 
+/* Prints the kernel stacks of @pid's threads as TAP comments (what a stuck child waits on). */
+static void print_stacks(pid_t pid)
+{
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd),
+		 "for t in /proc/%d/task/*; do echo \"$t:\"; cat $t/stack; done 2>&1 | sed 's/^/# /'",
+		 (int)pid);
+	fflush(stdout);
+	/* And every task in D state, to the kernel log (console.log). */
+	sys_guard_write_file("/proc/sysrq-trigger", "w");
+	if (system(cmd) < 0)
+		printf("# cannot read the stacks of %d\n", (int)pid);
+}
+
 /* Waits up to @sec for @pid; its exit status, or -1 (killed) after the time. */
 static int reap(pid_t pid, double sec)
 {
@@ -307,6 +332,8 @@ static int reap(pid_t pid, double sec)
 
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (mono_s() - t0 > sec) {
+			printf("# child %d still runs after %.0f s:\n", (int)pid, sec);
+			print_stacks(pid);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			return -1;
@@ -373,7 +400,7 @@ static void run_child(struct __test_metadata *_metadata, struct shared *sh,
 		fuse_server_hang(&sh->srv, 1);
 		__atomic_store_n(&sh->hanging, 1, __ATOMIC_RELEASE);
 	}
-	st = reap(pid, 60);
+	st = reap(pid, 40);
 	held = fuse_server_held(&sh->srv);
 	fuse_server_hang(&sh->srv, 0);
 	EXPECT_EQ(0, st) TH_LOG("child: step %d: %s", sh->step, sh->msg);
@@ -400,6 +427,7 @@ TEST_F_TIMEOUT(pagelock, sync_advise_dereg, 120)
 	uverbs_path(uv, sizeof(uv));
 	if (!uv[0])
 		SKIP(return, "no RDMA device %s", rdma_pair_default_dev());
+	self->sh->writable = 1;
 	run_child(_metadata, self->sh, verbs_child, self->kmsg, ECANCELED, "ibv_dereg_mr");
 }
 
