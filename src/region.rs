@@ -106,7 +106,8 @@ pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause, REPIN_ATTEMPTS};
 use inval_log::InvalLog;
 pub(crate) use io::{AtomicOp, Dir};
-use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
+pub(crate) use table::PinnedVmCharge;
+use table::{PinTable, TableLock, TABLE_CHUNK};
 
 /// A registered VA range with virtual-address semantics.
 ///

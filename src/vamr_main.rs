@@ -19,6 +19,7 @@ mod device;
 mod events;
 mod ffi;
 mod limits;
+mod mirror;
 mod mm_state;
 mod notifier;
 mod pin;
