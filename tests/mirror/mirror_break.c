@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mirror_break: the break check of the mirror tests. With the driver's
+ * skip_zap on, its invalidate callback leaves the device table as it is
+ * while vamr unmaps and unpins the pages under the invalidation, which is
+ * what a driver that ignored the mirror API's contract would do. After a
+ * remap the device then keeps DMAing to IOVAs that are no longer mapped: the
+ * IOMMU must refuse them (DMAR faults in the kernel log) and the bytes the
+ * device moves must be wrong (what the CPU sees is not what the device read,
+ * and the device's writes do not reach what the CPU sees). A test here
+ * passes when the breakage is caught; it fails when the device kept reaching
+ * the right bytes, or nothing noticed.
+ *
+ * Only behind an IOMMU that translates (the driver's INFO): without one a
+ * stale DMA address is a physical address and the device would write into
+ * freed memory.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "mm_util.h"
+#include "mirror_util.h"
+#include "sys_guard.h"
+
+#define NPAGES 4
+
+FIXTURE(broken) {
+	int fd;
+	int kmsg;
+};
+
+FIXTURE_SETUP(broken)
+{
+	struct vamr_mirror_edu_info info;
+
+	self->fd = open(EDU_DEV, O_RDWR | O_CLOEXEC);
+	if (self->fd < 0)
+		SKIP(return, "%s: %s (no vamr_mirror_edu, or no edu device)", EDU_DEV,
+		     strerror(errno));
+	ASSERT_EQ(0, edu_info(self->fd, &info));
+	if (!info.iommu)
+		SKIP(return, "no IOMMU translation for %s: a stale DMA address would reach "
+			     "freed memory", info.name);
+	ASSERT_EQ(0, sys_guard_set(EDU_SKIP_ZAP, "Y"));
+	self->kmsg = kmsg_start();
+}
+
+FIXTURE_TEARDOWN(broken)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	sys_guard_restore();
+}
+
+/*
+ * The mirror populated over @a (CPU pattern @seed), then @remap changes
+ * pages 1 and 2, whose new contents the CPU writes: the device reads the
+ * range and writes it. Reports what went wrong: DMAR faults, pages whose
+ * device read differs from the CPU's view, pages where the CPU does not see
+ * the device's write.
+ */
+static void break_after(struct __test_metadata *_metadata, int fd, int kmsg, uint8_t *a,
+			int (*remap)(uint8_t *a), const char *what)
+{
+	size_t len = NPAGES * PAGE, p;
+	uint8_t got[NPAGES * PAGE];
+	struct vamr_mirror_edu_stats s0, s;
+	int read_wrong = 0, write_wrong = 0;
+	struct kmsg_counts c;
+
+	pattern_fill(a, len, 90, 0);
+	ASSERT_EQ(0, edu_mirror(fd, a, len, MIRROR_WRITE));
+	ASSERT_EQ(NPAGES, edu_populate(fd, a, len));
+	ASSERT_EQ(0, edu_stats(fd, &s0));
+	ASSERT_EQ(0, remap(a));
+	pattern_fill(a + PAGE, 2 * PAGE, 91, 0);
+	ASSERT_EQ(0, dev_read(fd, a, len, got));
+	for (p = 0; p < NPAGES; p++)
+		read_wrong += first_diff(got + p * PAGE, a + p * PAGE, PAGE) != PATTERN_OK;
+	ASSERT_EQ(0, dev_fill(fd, a, len, 92));
+	for (p = 0; p < NPAGES; p++)
+		write_wrong += pattern_check(a + p * PAGE, PAGE, 92, p * PAGE) != PATTERN_OK;
+	usleep(500 * 1000);
+	kmsg_count(kmsg, &c);
+	ASSERT_EQ(0, edu_stats(fd, &s));
+	TH_LOG("break check (%s): %d DMAR fault report(s), device read wrong on %d of %d pages, "
+	       "device write lost on %d, device faults %llu (the driver's table looked valid), "
+	       "vamr unmapped %llu pages", what, c.dmar, read_wrong, NPAGES, write_wrong,
+	       (unsigned long long)(s.device_faults - s0.device_faults),
+	       (unsigned long long)s.pages_unmapped);
+	/* Pages 0 and 3 were left alone: still right. */
+	EXPECT_EQ(PATTERN_OK, first_diff(got, a, PAGE));
+	EXPECT_EQ(PATTERN_OK, pattern_check(a + 3 * PAGE, PAGE, 92, 3 * PAGE));
+	EXPECT_TRUE(c.dmar > 0 || read_wrong || write_wrong)
+		TH_LOG("the stale entries went unnoticed: the break check did not break");
+	EXPECT_LT(0, c.dmar) TH_LOG("no DMAR fault although the IOVAs are unmapped");
+	EXPECT_EQ(0, c.dma_api);
+}
+
+static int remap_munmap_mmap(uint8_t *a)
+{
+	if (munmap(a + PAGE, 2 * PAGE))
+		return -1;
+	return remap_fixed(a + PAGE, 2 * PAGE);
+}
+
+static int remap_dontneed(uint8_t *a)
+{
+	return madvise(a + PAGE, 2 * PAGE, MADV_DONTNEED);
+}
+
+TEST_F_TIMEOUT(broken, munmap_mmap_without_zap, 120)
+{
+	uint8_t *a = map_anon(NPAGES * PAGE);
+
+	ASSERT_NE(NULL, a);
+	break_after(_metadata, self->fd, self->kmsg, a, remap_munmap_mmap, "munmap+mmap");
+	munmap(a, NPAGES * PAGE);
+}
+
+TEST_F_TIMEOUT(broken, dontneed_without_zap, 120)
+{
+	uint8_t *a = map_anon(NPAGES * PAGE);
+
+	ASSERT_NE(NULL, a);
+	break_after(_metadata, self->fd, self->kmsg, a, remap_dontneed, "MADV_DONTNEED");
+	munmap(a, NPAGES * PAGE);
+}
+
+TEST_HARNESS_MAIN
