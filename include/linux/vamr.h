@@ -10,7 +10,9 @@
  * and drops those whose page is gone (never faulting memory in); absent pages
  * are pinned by the next access that needs them. A driver copies to and from a region by user
  * VA, never by page list, so it cannot reach pages the process no longer maps.
- * See Documentation/vamr.rst.
+ * See Documentation/vamr.rst. For a driver whose device DMAs through a table
+ * of its own, the mirror API (vamr_mirror_*(), below) gives that table VA
+ * semantics.
  *
  * All functions are exported with EXPORT_SYMBOL_GPL. Units: bytes and user
  * virtual addresses. Unless said otherwise a function may sleep (process or
@@ -360,8 +362,9 @@ struct vamr_mirror_counters {
  *       driver destroys its mirrors before its device is unbound.
  * @addr: first byte, PAGE_SIZE aligned.
  * @len: bytes, > 0, PAGE_SIZE aligned.
- * @access: VAMR_ACCESS_WRITE: the device may write (pages pinned with
- *          FOLL_WRITE, mapped DMA_BIDIRECTIONAL); 0: it only reads
+ * @access: VAMR_ACCESS_* (VAMR_ACCESS_READ is implied): with
+ *          VAMR_ACCESS_WRITE the device may write (pages pinned with
+ *          FOLL_WRITE, mapped DMA_BIDIRECTIONAL), without it it only reads
  *          (DMA_TO_DEVICE).
  * @ops: @ops->invalidate is required; vamr keeps a copy of the pointer.
  * @priv: passed to @ops->invalidate; valid until vamr_mirror_destroy()
