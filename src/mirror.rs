@@ -207,6 +207,11 @@ impl Counters {
 }
 
 /// The fields of a mirror under its [`Mirror::inner`] mutex.
+///
+/// # Invariants
+///
+/// `table` has one entry per page of the mirror until teardown empties it, which it does only
+/// after setting `dead`: a user of the table that found `dead` clear may index it by page.
 struct MirrorInner {
     /// One entry per page of the mirror: `None` when not populated.
     table: KVVec<Option<DmaPin>>,

@@ -279,6 +279,11 @@ void vamr_region_stats(struct vamr_region *region, struct vamr_counters *out);
  * which pins what is mapped now and repopulates. See
  * Documentation/vamr.rst, "Mirror API".
  *
+ * The device must be DMA-coherent and its mappings must not bounce (swiotlb):
+ * vamr never calls dma_sync_*(), since the process uses the pages while they
+ * are mapped, as for every RDMA MR (ib_umem_get()). Behind an IOMMU that
+ * translates, or with a DMA mask that reaches all memory, x86 devices are.
+ *
  * Units: bytes and user virtual addresses; every address and length of this
  * part is PAGE_SIZE aligned. Table entries: one dma_addr_t per page, for the
  * whole page (offset 0, PAGE_SIZE bytes).
@@ -357,9 +362,10 @@ struct vamr_mirror_counters {
 
 /**
  * vamr_mirror_create - mirror [addr, addr + len) of current->mm for a device
- * @dev: the device that DMAs (dma_map_page() is done on it); vamr holds a
- *       reference (get_device()) until vamr_mirror_destroy() returned. The
- *       driver destroys its mirrors before its device is unbound.
+ * @dev: the device that DMAs (dma_map_page() is done on it; coherent, no
+ *       bouncing: see above); vamr holds a reference (get_device()) until
+ *       vamr_mirror_destroy() returned. The driver destroys its mirrors
+ *       before its device is unbound.
  * @addr: first byte, PAGE_SIZE aligned.
  * @len: bytes, > 0, PAGE_SIZE aligned.
  * @access: VAMR_ACCESS_* (VAMR_ACCESS_READ is implied): with

@@ -45,6 +45,11 @@ FIXTURE_SETUP(broken)
 		SKIP(return, "no IOMMU translation for %s: a stale DMA address would reach "
 			     "freed memory", info.name);
 	ASSERT_EQ(0, sys_guard_set(EDU_SKIP_ZAP, "Y"));
+	/*
+	 * The IOMMU driver's fault reports are rate limited (10 lines per 5 s,
+	 * the rest dropped): start each test in a fresh interval.
+	 */
+	sleep(6);
 	self->kmsg = kmsg_start();
 }
 
@@ -86,17 +91,18 @@ static void break_after(struct __test_metadata *_metadata, int fd, int kmsg, uin
 	usleep(500 * 1000);
 	kmsg_count(kmsg, &c);
 	ASSERT_EQ(0, edu_stats(fd, &s));
-	TH_LOG("break check (%s): %d DMAR fault report(s), device read wrong on %d of %d pages, "
+	TH_LOG("break check (%s): %d DMAR fault record(s), device read wrong on %d of %d pages, "
 	       "device write lost on %d, device faults %llu (the driver's table looked valid), "
-	       "vamr unmapped %llu pages", what, c.dmar, read_wrong, NPAGES, write_wrong,
+	       "vamr unmapped %llu pages", what, c.dmar_records, read_wrong, NPAGES, write_wrong,
 	       (unsigned long long)(s.device_faults - s0.device_faults),
 	       (unsigned long long)s.pages_unmapped);
 	/* Pages 0 and 3 were left alone: still right. */
-	EXPECT_EQ(PATTERN_OK, first_diff(got, a, PAGE));
+	EXPECT_EQ(PATTERN_OK, pattern_check(got, PAGE, 90, 0));
+	EXPECT_EQ(PATTERN_OK, pattern_check(got + 3 * PAGE, PAGE, 90, 3 * PAGE));
 	EXPECT_EQ(PATTERN_OK, pattern_check(a + 3 * PAGE, PAGE, 92, 3 * PAGE));
-	EXPECT_TRUE(c.dmar > 0 || read_wrong || write_wrong)
+	EXPECT_TRUE(c.dmar_records > 0 || read_wrong || write_wrong)
 		TH_LOG("the stale entries went unnoticed: the break check did not break");
-	EXPECT_LT(0, c.dmar) TH_LOG("no DMAR fault although the IOVAs are unmapped");
+	EXPECT_LT(0, c.dmar_records) TH_LOG("no DMAR fault although the IOVAs are unmapped");
 	EXPECT_EQ(0, c.dma_api);
 }
 

@@ -146,7 +146,8 @@ static inline size_t first_nonzero(const uint8_t *p, size_t len)
 
 /* What the kernel log showed since kmsg_start(). */
 struct kmsg_counts {
-	int dmar;	/* DMAR (intel-iommu) fault reports */
+	int dmar;	/* DMAR (intel-iommu) fault lines: records and status */
+	int dmar_records;	/* of which fault records ("DMAR: [DMA Read ...] ...") */
 	int dma_api;	/* DMA-API debug reports */
 	int problems;	/* warnings, BUGs, lockdep reports, stack dumps */
 };
@@ -192,6 +193,7 @@ static inline void kmsg_count(int fd, struct kmsg_counts *c)
 		msg = msg ? msg + 1 : rec;
 		if (strstr(msg, "DMAR: [") || strstr(msg, "DRHD: handling fault")) {
 			c->dmar++;
+			c->dmar_records += !!strstr(msg, "DMAR: [");
 			hit = 1;
 		} else if (strstr(msg, "DMA-API")) {
 			c->dma_api++;

@@ -107,11 +107,6 @@ static int edu_dma(struct edu_dev *edu, u64 src, u64 dst, u32 count, bool to_ram
 				  2000, 10 * USEC_PER_SEC);
 }
 
-static enum dma_data_direction edu_dir(struct edu_file *f)
-{
-	return f->write ? DMA_BIDIRECTIONAL : DMA_TO_DEVICE;
-}
-
 static int edu_invalidate(void *priv, unsigned long start, unsigned long len, bool blockable)
 {
 	struct edu_file *f = priv;
@@ -192,11 +187,16 @@ static int edu_translate(struct edu_file *f, unsigned long addr, size_t len, dma
 	return -EAGAIN;
 }
 
-/* DMA between the edu buffer (from offset 0) and the translated pages; dma_lock held. */
+/*
+ * DMA between the edu buffer (from offset 0) and the translated pages;
+ * dma_lock held. No dma_sync_*(): a mirror's pages are user memory the CPU
+ * touches while they are mapped, so the mirror API wants a coherent device
+ * whose mappings do not bounce (as every RDMA MR does); under intel-iommu,
+ * or with a DMA mask that reaches all memory, the edu device is one.
+ */
 static int edu_xfer_pages(struct edu_file *f, unsigned long addr, size_t len,
 			  const dma_addr_t *dmas, bool to_ram)
 {
-	struct device *dev = &f->edu->pdev->dev;
 	size_t done = 0;
 	int i = 0, ret;
 
@@ -205,15 +205,10 @@ static int edu_xfer_pages(struct edu_file *f, unsigned long addr, size_t len,
 		size_t n = min_t(size_t, PAGE_SIZE - offset_in_page(va), len - done);
 		u64 ram = dmas[i] + offset_in_page(va);
 
-		/* Only for bounce buffers or non-coherent devices (none under an IOMMU here). */
-		if (!to_ram && dma_need_sync(dev, dmas[i]))
-			dma_sync_single_for_device(dev, dmas[i], PAGE_SIZE, edu_dir(f));
 		ret = to_ram ? edu_dma(f->edu, EDU_BUF + done, ram, n, true) :
 			       edu_dma(f->edu, ram, EDU_BUF + done, n, false);
 		if (ret)
 			return ret;
-		if (to_ram && dma_need_sync(dev, dmas[i]))
-			dma_sync_single_for_cpu(dev, dmas[i], PAGE_SIZE, edu_dir(f));
 		f->stats.dmas++;
 		done += n;
 		i++;
