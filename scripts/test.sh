@@ -102,7 +102,9 @@ if [ "$sanitize" = 0 ]; then
 		rm -rf "$mirrorlog"
 		"$here/run-mirror.sh" "$kdir" "$mirrorlog" || rc=$?
 		{
-			echo "== the mirror API: edu behind intel-iommu, $(cat "$mirrorlog/accel" 2>/dev/null)"
+			echo "== the mirror API on QEMU's edu device ($(grep -q 'vamr_mirror_iommu=1' \
+				"$mirrorlog/console.log" 2>/dev/null && echo intel-iommu || echo no IOMMU)," \
+				"$(cat "$mirrorlog/accel" 2>/dev/null))"
 			"$here/collect-results.py" "$mirrorlog" --guest-rc "$rc" --kconfig "$kdir/.config" \
 				--tests "$(make -s -C "$top/tests/mirror" list)" || true
 		} >"$mirrorlog/summary.txt"

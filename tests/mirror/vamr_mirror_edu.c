@@ -57,6 +57,8 @@
 #define EDU_DMA_TO_RAM BIT(1)
 #define EDU_BUF 0x40000
 #define EDU_BUF_SIZE 4096
+/* The largest mirror, in pages (4 GiB): bounds the device table a file allocates. */
+#define EDU_MAX_PAGES (1ul << 20)
 /* Device faults (or lost sequence checks) one transfer takes at most. */
 #define EDU_FAULT_TRIES 64
 
@@ -272,9 +274,9 @@ static long edu_mirror(struct edu_file *f, const struct vamr_mirror_edu_range *r
 
 	if (f->mirror)
 		return -EBUSY;
-	if (!r->len || (r->len & ~PAGE_MASK) || (r->addr & ~PAGE_MASK))
+	if (!r->len || (r->len & ~PAGE_MASK) || (r->addr & ~PAGE_MASK) || npages > EDU_MAX_PAGES)
 		return -EINVAL;
-	f->table = kvmalloc_array(npages, sizeof(*f->table), GFP_KERNEL_ACCOUNT);
+	f->table = kvmalloc_array(npages, sizeof(*f->table), GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!f->table)
 		return -ENOMEM;
 	for (i = 0; i < npages; i++)

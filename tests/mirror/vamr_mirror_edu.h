@@ -16,7 +16,7 @@
 /*
  * MIRROR: mirror [addr, addr + len) of the caller (page aligned) through
  * vamr_mirror_create(), VAMR_ACCESS_* in access (VAMR_ACCESS_WRITE = 2: the
- * device may write); once per file (-EBUSY). POPULATE: vamr_mirror_populate()
+ * device may write), at most 4 GiB (-EINVAL); once per file (-EBUSY). POPULATE: vamr_mirror_populate()
  * of [addr, addr + len) and the device table programmed from it; result: the
  * pages populated.
  */
