@@ -28,6 +28,7 @@
 #include "kselftest_harness.h"
 #include "mm_util.h"
 #include "mirror_util.h"
+#include "sys_guard.h"
 
 /* Pages of the mirrors of the remap tests. */
 #define NPAGES 4
@@ -361,6 +362,37 @@ TEST_F_TIMEOUT(mirror, memfd_punch_hole, 120)
 	EXPECT_EQ(PATTERN_OK, pattern_check(back, sizeof(back), 73, PAGE));
 	munmap(a, len);
 	close(mfd);
+}
+
+/* A mirror counts as a region of its process and its user (src/limits.rs). */
+TEST_F_TIMEOUT(mirror, mirrors_count_as_regions, 120)
+{
+	static const char *const param[] = {
+		"/sys/module/vamr/parameters/max_regions_per_mm",
+		"/sys/module/vamr/parameters/max_regions_per_user",
+	};
+	uint8_t *a = map_anon(PAGE);
+	int fds[3], i, k;
+
+	ASSERT_NE(NULL, a);
+	for (k = 0; k < 2; k++) {
+		/* Two: the fixture's file has no mirror yet. */
+		ASSERT_EQ(0, sys_guard_set(param[k], "2"));
+		for (i = 0; i < 3; i++) {
+			fds[i] = open(EDU_DEV, O_RDWR | O_CLOEXEC);
+			ASSERT_LE(0, fds[i]);
+		}
+		EXPECT_EQ(0, edu_mirror(fds[0], a, PAGE, MIRROR_WRITE));
+		EXPECT_EQ(0, edu_mirror(fds[1], a, PAGE, MIRROR_WRITE));
+		EXPECT_EQ(-ENOSPC, edu_mirror(fds[2], a, PAGE, MIRROR_WRITE)) TH_LOG("%s", param[k]);
+		close(fds[0]);
+		/* Given back when the mirror goes. */
+		EXPECT_EQ(0, edu_mirror(fds[2], a, PAGE, MIRROR_WRITE));
+		close(fds[1]);
+		close(fds[2]);
+		sys_guard_restore();
+	}
+	munmap(a, PAGE);
 }
 
 /* Process exit with the mirror populated: vamr releases it (MMU_NOTIFY_RELEASE, close). */
