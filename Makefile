@@ -97,11 +97,12 @@ selftests:
 # Removes the module build outputs (with or without a usable KDIR); build/ (tests, guest
 # logs, patched rxe) is left to `rm -rf build`.
 clean:
-	for d in . src tests/kapi; do \
+	for d in . src tests/kapi tests/mirror; do \
 		rm -f $$d/*.o $$d/.*.cmd $$d/*.ko $$d/*.mod $$d/*.mod.c $$d/*.mod.o \
 			$$d/Module.symvers $$d/modules.order; \
 	done
 	$(MAKE) -C tests/selftests clean 2>/dev/null || true
+	$(MAKE) -C tests/mirror clean 2>/dev/null || true
 	$(MAKE) -C tools/vamrctl clean 2>/dev/null || true
 	$(MAKE) -C tools/preload clean 2>/dev/null || true
 

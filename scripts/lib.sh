@@ -98,7 +98,8 @@ guest_needs_initramfs() {
 
 # stage_guest_modules KDIR RUNDIR: the modules a guest loads, in
 # RUNDIR/modroot/lib/modules/<release>: KDIR's own (the stock rdma_rxe in
-# kernel/), vamr.ko and the kapi test module in extra/, the patched rdma_rxe
+# kernel/), vamr.ko, the kapi test module and the mirror test driver
+# (tests/mirror) in extra/, the patched rdma_rxe
 # (scripts/build-rxe.sh) in updates/, which modprobe prefers; depmod run there.
 # For a kernel with 9p as a module also RUNDIR/initramfs.gz (mkinitramfs.sh).
 stage_guest_modules() {
@@ -118,6 +119,10 @@ stage_guest_modules() {
 		cp "$VAMR_TOP/vamr.ko" "$mods/extra/"
 		if [ -f "$VAMR_TOP/tests/kapi/vamr_api_test.ko" ]; then
 			cp "$VAMR_TOP/tests/kapi/vamr_api_test.ko" "$mods/extra/"
+		fi
+		# The mirror API's test driver (tests/mirror), for the mirror guest.
+		if [ -f "$VAMR_TOP/tests/mirror/vamr_mirror_edu.ko" ]; then
+			cp "$VAMR_TOP/tests/mirror/vamr_mirror_edu.ko" "$mods/extra/"
 		fi
 		cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/updates/"
 	fi

@@ -3,7 +3,8 @@
 #
 # Build everything the guest runs, from a fresh machine or a warm cache:
 # host packages and kernel source (setup-host.sh), the test kernel
-# (build-kernel.sh, cached), vamr.ko, the selftests and the examples.
+# (build-kernel.sh, cached), vamr.ko, the selftests, the examples and
+# tests/mirror (the mirror API's test driver and its selftests).
 # Prints the kernel build directory (KDIR) on stdout.
 #
 # usage: prepare.sh [--kernel] [--sanitize | --bench | --distro]
@@ -81,6 +82,8 @@ user_space() {
 	make -s -C "$top/tests/selftests" KDIR="$kdir" OUT="$VAMR_BUILD/selftests" >&2
 	make -s -C "$top/examples" KDIR="$kdir" OUT="$VAMR_BUILD/examples" >&2
 	make -s -C "$top/tests/bench" OUT="$VAMR_BUILD/bench" >&2
+	# The mirror guest's selftests (scripts/run-mirror.sh).
+	make -s -C "$top/tests/mirror" KDIR="$kdir" OUT="$VAMR_BUILD/mirror" >&2
 	# vamrctl: first on PATH in the test guest (scripts/guest/init).
 	make -s -C "$top/tools/vamrctl" OUT="$VAMR_BUILD/tools" >&2
 	# libvamr-preload.so (LD_PRELOAD: VA MRs for unmodified programs); the guests
@@ -107,6 +110,8 @@ log "building vamr.ko against $kdir"
 make -s -C "$top" KDIR="$kdir" "${llvm[@]}" modules >&2
 # The test consumer of the in-kernel API, linked against vamr.ko's exports.
 make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" "${llvm[@]}" modules >&2
+# The mirror API's test driver for QEMU's edu device (the mirror guest).
+make -s -C "$kdir" M="$top/tests/mirror" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" "${llvm[@]}" modules >&2
 # rdma_rxe with VA-semantics MRs: KDIR's rxe sources + patches/rxe.
 "$here/build-rxe.sh" "$kdir"
 wait "$user_pid" || die "building the user-space programs failed (see above)"

@@ -31,7 +31,11 @@
 # when set, is appended to the kernel command line (test.sh --sanitize:
 # kasan_multi_shot; scripts/soak.sh: vamr_fuzz_seconds=N, read by the guest's
 # init). VAMR_GUEST_SMP: the guest's vCPUs (default 2; the tests need at
-# least 2 for their races, scripts/bench.sh may ask for 1). Exit status: 0
+# least 2 for their races, scripts/bench.sh may ask for 1). For a guest of
+# another kind (scripts/run-mirror.sh): VAMR_GUEST_INIT, its init script
+# instead of scripts/guest/init; VAMR_GUEST_QEMU, more QEMU arguments
+# (word-split: machine, devices); VAMR_GUEST_MEM, its memory (default 2G);
+# VAMR_GUEST_APPEND, its kernel arguments instead of "numa=fake=2". Exit status: 0
 # when the guest reached its end marker, 124 on a watchdog timeout, 1
 # otherwise.
 set -euo pipefail
@@ -62,9 +66,12 @@ boot() { # accel timeout-seconds
 	log "booting the test kernel ($accel, mode $mode, watchdog ${tmo}s)"
 	local rc=0
 	# The group's stderr also takes bash's report of a QEMU killed by a signal.
-	(VAMR_ACCEL=$accel guest_qemu "$tmo" "$kdir" "$VAMR_TOP/scripts/guest/init" "$run" "$logdir" \
-		"numa=fake=2 vamr_guest_mode=$mode${VAMR_KERNEL_ARGS:+ $VAMR_KERNEL_ARGS}" \
-		-smp "${VAMR_GUEST_SMP:-2}" -m 2G -nic none) 2>>"$logdir/qemu.log" || rc=$?
+	# shellcheck disable=SC2086 # VAMR_GUEST_QEMU is a list of arguments
+	(VAMR_ACCEL=$accel guest_qemu "$tmo" "$kdir" "${VAMR_GUEST_INIT:-$VAMR_TOP/scripts/guest/init}" \
+		"$run" "$logdir" \
+		"${VAMR_GUEST_APPEND-numa=fake=2} vamr_guest_mode=$mode${VAMR_KERNEL_ARGS:+ $VAMR_KERNEL_ARGS}" \
+		-smp "${VAMR_GUEST_SMP:-2}" -m "${VAMR_GUEST_MEM:-2G}" -nic none ${VAMR_GUEST_QEMU:-}) \
+		2>>"$logdir/qemu.log" || rc=$?
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 		log "watchdog: the guest did not finish within ${tmo}s"
 		return 124

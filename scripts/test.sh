@@ -17,7 +17,10 @@
 # build/logs/pair/{a,b}/. VAMR_PAIR_TESTS selects their sections (default: all),
 # VAMR_PAIR_BREAK=1 inverts the stock-MR expectation (the run must fail).
 # VAMR_FUZZ_SECONDS: how long rdma_fuzz runs in the one-node guest (its
-# default: 10 s; a long run: scripts/soak.sh).
+# default: 10 s; a long run: scripts/soak.sh). After the one-node guest, the
+# mirror guest (scripts/run-mirror.sh: QEMU's edu device behind intel-iommu,
+# tests/mirror): section "mirror" (mirror.*), logs in build/logs/mirror/;
+# VAMR_MIRROR=0 leaves it out.
 #
 # usage: test.sh [--sanitize]
 #   --sanitize  the sanitizer run instead (Documentation/build-and-test.rst):
@@ -89,6 +92,24 @@ if [ "$sanitize" = 0 ]; then
 		echo "one-node guest $((SECONDS - t))s" >>"$logdir/times"
 		return "$rc"
 	}
+	# Section "mirror": the mirror API on a DMA device behind an IOMMU, a
+	# guest of its own (q35, intel-iommu, edu), summarized into
+	# $mirrorlog/summary.txt like the distro section.
+	mirrorlog="$VAMR_BUILD/logs/mirror"
+	mirror_section() {
+		local t=$SECONDS rc=0
+		[ "${VAMR_MIRROR:-1}" = 1 ] || return 0
+		rm -rf "$mirrorlog"
+		"$here/run-mirror.sh" "$kdir" "$mirrorlog" || rc=$?
+		{
+			echo "== the mirror API on QEMU's edu device ($(grep -q 'vamr_mirror_iommu=1' \
+				"$mirrorlog/console.log" 2>/dev/null && echo intel-iommu || echo no IOMMU)," \
+				"$(cat "$mirrorlog/accel" 2>/dev/null))"
+			"$here/collect-results.py" "$mirrorlog" --guest-rc "$rc" --kconfig "$kdir/.config" \
+				--tests "$(make -s -C "$top/tests/mirror" list)" || true
+		} >"$mirrorlog/summary.txt"
+		echo "mirror guest $((SECONDS - t))s" >>"$logdir/times"
+	}
 	# Section "distro": Debian's stock kernel, unmodified (prepare.sh --distro,
 	# scripts/distro.sh), after the rest: the VA-semantics programs in one
 	# guest (with the module unload), the cross-node table and the MPI job on
@@ -132,6 +153,7 @@ if [ "$sanitize" = 0 ]; then
 		t_prepare=$SECONDS
 		host_checks
 		one_node || guest_rc=$?
+		mirror_section
 		pair || pair_rc=$?
 	else
 		host_checks &
@@ -143,6 +165,7 @@ if [ "$sanitize" = 0 ]; then
 		pair &
 		pair_pid=$!
 		one_node || guest_rc=$?
+		mirror_section
 		wait "$pair_pid" || pair_rc=$?
 		wait "$host_pid" || true
 		trap - EXIT
@@ -157,6 +180,7 @@ if [ "$sanitize" = 0 ]; then
 	tests="$(make -s -C "$top/tests/selftests" list) host"
 	exec "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
 		--tests "$tests" --pair "$pairlog" --pair-tests "$pair_tests" --pair-rc "$pair_rc" \
+		$([ "${VAMR_MIRROR:-1}" = 1 ] && echo "--also mirror=$mirrorlog/summary.txt") \
 		$([ "${VAMR_DISTRO:-1}" = 1 ] && echo "--also distro=$distrolog/summary.txt")
 fi
 

@@ -103,6 +103,28 @@ extern "C" {
     pub(crate) fn vamr_cond_resched();
 }
 
+// `src/vamr_glue.c`: the DMA mappings of mirrors (`src/mirror.rs`), static inlines of
+// `<linux/dma-mapping.h>`.
+#[allow(improper_ctypes)]
+extern "C" {
+    /// `dma_map_page()` of the whole `page` (offset 0, `PAGE_SIZE` bytes) on `dev`,
+    /// `DMA_BIDIRECTIONAL` when `write`, else `DMA_TO_DEVICE`, checked with
+    /// `dma_mapping_error()`: 0 with the address in `*dma`, or `-ENOMEM`. `dev` is a device the
+    /// caller holds a reference to, `page` a page it holds a reference (a pin) to. Does not
+    /// sleep (any context but hard IRQ); takes the IOMMU's and DMA-API debug's locks.
+    pub(crate) fn vamr_dma_map_page(
+        dev: *mut bindings::device,
+        page: *mut bindings::page,
+        write: bool,
+        dma: *mut u64,
+    ) -> i32;
+
+    /// `dma_unmap_page()` of a mapping that `vamr_dma_map_page` made with the same `dev` and
+    /// `write`, each mapping once. Does not sleep (an invalidate callback calls it); with a
+    /// strict IOMMU it waits for the IOTLB invalidation.
+    pub(crate) fn vamr_dma_unmap_page(dev: *mut bindings::device, dma: u64, write: bool);
+}
+
 // `src/vamr_glue.c`: fields and limits of the mm, the task and the module.
 #[allow(improper_ctypes)]
 extern "C" {

@@ -105,8 +105,9 @@ pub(crate) use fill::Prefetch;
 use fill::{FillGuard, PinCause};
 use inval_log::{InvalLog, REPIN_ATTEMPTS};
 pub(crate) use io::{AtomicOp, Dir};
-use mm_slot::MmSlot;
-use table::{PinTable, PinnedVmCharge, TableLock, TABLE_CHUNK};
+pub(crate) use mm_slot::MmSlot;
+pub(crate) use table::PinnedVmCharge;
+use table::{PinTable, TableLock, TABLE_CHUNK};
 
 /// A registered VA range with virtual-address semantics.
 ///

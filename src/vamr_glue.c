@@ -488,6 +488,51 @@ EXPORT_SYMBOL_GPL(vamr_region_prefetch_async);
 EXPORT_SYMBOL_GPL(vamr_region_cancel);
 EXPORT_SYMBOL_GPL(vamr_region_stats);
 
+EXPORT_SYMBOL_GPL(vamr_mirror_create);
+EXPORT_SYMBOL_GPL(vamr_mirror_destroy);
+EXPORT_SYMBOL_GPL(vamr_mirror_populate);
+EXPORT_SYMBOL_GPL(vamr_mirror_fault);
+EXPORT_SYMBOL_GPL(vamr_mirror_retry);
+EXPORT_SYMBOL_GPL(vamr_mirror_stats);
+
+/*
+ * The mirror API (src/mirror.rs): struct vamr_mirror_ops as RawMirrorOps (one
+ * function pointer), struct vamr_mirror_counters as MirrorCountersRecord
+ * (eight u64 in field order), VAMR_MIRROR_NO_PAGE as DMA_MAPPING_ERROR.
+ */
+#include <linux/dma-mapping.h>
+
+static_assert(sizeof(struct vamr_mirror_ops) == sizeof(void *));
+static_assert(offsetof(struct vamr_mirror_ops, invalidate) == 0);
+static_assert(sizeof(struct vamr_mirror_counters) == 8 * sizeof(u64));
+static_assert(offsetof(struct vamr_mirror_counters, invalidations) == 4 * sizeof(u64));
+static_assert(offsetof(struct vamr_mirror_counters, retries) == 7 * sizeof(u64));
+static_assert(VAMR_MIRROR_NO_PAGE == DMA_MAPPING_ERROR);
+static_assert(sizeof(dma_addr_t) == sizeof(u64));
+
+/*
+ * dma_map_page() of a whole page for a mirror's device, checked with
+ * dma_mapping_error() (a static inline, and what DMA-API debug wants called
+ * after every map). The device may write when @write (DMA_BIDIRECTIONAL),
+ * else only read (DMA_TO_DEVICE). Returns 0 with *@dma set, or -ENOMEM.
+ */
+int vamr_dma_map_page(struct device *dev, struct page *page, bool write, u64 *dma)
+{
+	dma_addr_t addr = dma_map_page(dev, page, 0, PAGE_SIZE,
+				       write ? DMA_BIDIRECTIONAL : DMA_TO_DEVICE);
+
+	if (dma_mapping_error(dev, addr))
+		return -ENOMEM;
+	*dma = addr;
+	return 0;
+}
+
+/* dma_unmap_page() of a mapping of vamr_dma_map_page() (same @dev and @write). */
+void vamr_dma_unmap_page(struct device *dev, u64 dma, bool write)
+{
+	dma_unmap_page(dev, dma, PAGE_SIZE, write ? DMA_BIDIRECTIONAL : DMA_TO_DEVICE);
+}
+
 /* src/rdma_devices.rs reads struct vamr_device_ops as RawOps: one function pointer. */
 static_assert(sizeof(struct vamr_device_ops) == sizeof(void *));
 static_assert(offsetof(struct vamr_device_ops, find_mr) == 0);

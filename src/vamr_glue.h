@@ -15,6 +15,7 @@ struct mmu_notifier_range;
 struct workqueue_struct;
 struct file;
 struct poll_table_struct;
+struct device;
 
 void vamr_mmu_interval_set_seq(struct mmu_interval_notifier *sub, unsigned long cur_seq);
 bool vamr_mmu_interval_read_retry(struct mmu_interval_notifier *sub, unsigned long seq);
@@ -39,6 +40,10 @@ u64 vamr_task_cpu_ns(void);
 struct workqueue_struct *vamr_alloc_workqueue(const char *name);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages);
+
+/* The DMA mappings of mirrors (src/mirror.rs). */
+int vamr_dma_map_page(struct device *dev, struct page *page, bool write, u64 *dma);
+void vamr_dma_unmap_page(struct device *dev, u64 dma, bool write);
 
 /* The events file: glue in vamr_glue.c, logic in src/events.rs. */
 struct file *vamr_events_file(void *queue, bool nonblock, bool cloexec, int *fd);

@@ -21,6 +21,7 @@ mod events;
 mod ffi;
 mod handles;
 mod limits;
+mod mirror;
 mod mm_state;
 mod notifier;
 mod pin;

@@ -10,7 +10,9 @@
  * and drops those whose page is gone (never faulting memory in); absent pages
  * are pinned by the next access that needs them. A driver copies to and from a region by user
  * VA, never by page list, so it cannot reach pages the process no longer maps.
- * See Documentation/vamr.rst.
+ * See Documentation/vamr.rst. For a driver whose device DMAs through a table
+ * of its own, the mirror API (vamr_mirror_*(), below) gives that table VA
+ * semantics.
  *
  * All functions are exported with EXPORT_SYMBOL_GPL. Units: bytes and user
  * virtual addresses. Unless said otherwise a function may sleep (process or
@@ -261,5 +263,213 @@ void vamr_region_cancel(struct vamr_region *region);
  * @out: filled with a snapshot. Any context; does not sleep.
  */
 void vamr_region_stats(struct vamr_region *region, struct vamr_counters *out);
+
+/*
+ * Mirror API: a VA range mirrored into a device's own translation table.
+ *
+ * For a driver whose device DMAs through a table it programs itself (mlx5
+ * MTTs, irdma PBLs, ...) instead of asking vamr per access. vamr pins what is
+ * mapped in the range, maps each page for the driver's device
+ * (dma_map_page()) and hands the driver the DMA addresses with a sequence
+ * number; it follows the mapping with an mmu_interval_notifier, and before
+ * it drops or replaces any pin under the range it calls the driver's
+ * ops->invalidate(), which zaps the table entries and fences the device's DMA
+ * to them; only then does vamr dma_unmap and unpin. A device access to an
+ * entry the driver zapped comes back as a device fault (vamr_mirror_fault()),
+ * which pins what is mapped now and repopulates. See
+ * Documentation/vamr.rst, "Mirror API".
+ *
+ * The device must be DMA-coherent and its mappings must not bounce (swiotlb):
+ * vamr never calls dma_sync_*(), since the process uses the pages while they
+ * are mapped, as for every RDMA MR (ib_umem_get()). Behind an IOMMU that
+ * translates, or with a DMA mask that reaches all memory, x86 devices are.
+ *
+ * Units: bytes and user virtual addresses; every address and length of this
+ * part is PAGE_SIZE aligned. Table entries: one dma_addr_t per page, for the
+ * whole page (offset 0, PAGE_SIZE bytes).
+ *
+ * The sequence rule (mmu_interval_read_begin()/_retry() as in
+ * Documentation/mm/hmm.rst): vamr_mirror_populate() and vamr_mirror_fault()
+ * return a sequence number @seq with the addresses. The driver then takes the
+ * lock its ops->invalidate() takes, calls vamr_mirror_retry(@seq) under it,
+ * and programs its table from the addresses only when that returns false;
+ * when it returns true an invalidation began since the addresses were read
+ * (they may be unmapped by now): it drops the lock and asks again. vamr calls
+ * ops->invalidate() after it has moved the sequence on and before it unmaps,
+ * so an entry programmed under the lock with a current @seq is either zapped
+ * by that callback or was never programmed.
+ *
+ * Lock rules for the driver: the lock ops->invalidate() takes is taken under
+ * memory reclaim and under mmap_lock (the callback runs from the mm's
+ * notifiers; lockdep is told so when the mirror is created). While holding
+ * it, do not allocate with GFP_KERNEL, fault, copy from or to user memory,
+ * take mmap_lock or call any vamr_mirror_*() function but
+ * vamr_mirror_retry(); never call vamr_mirror_populate(),
+ * vamr_mirror_fault() or vamr_mirror_destroy() with it held.
+ */
+struct device;
+struct vamr_mirror;
+
+/* The table entry of a page that vamr did not populate (a hole, or beyond what a fault pinned). */
+#define VAMR_MIRROR_NO_PAGE ((dma_addr_t)~0ULL)
+
+/**
+ * struct vamr_mirror_ops - what vamr asks of a driver that mirrors a VA range
+ * @invalidate: stop every device access to [@start, @start + @len).
+ *
+ * @invalidate(@priv, @start, @len, @blockable): @priv is the value given to
+ * vamr_mirror_create(); @start and @len are page aligned and lie inside the
+ * mirror. When it returns 0, the driver's table has no entry left for those
+ * pages (zapped) and no DMA of the device to them is in flight or will start
+ * (fenced: waited for, or stopped); vamr then unmaps and unpins them, so a
+ * later device access to them faults in the IOMMU or, without one, reaches a
+ * page that may already be someone else's. With @blockable it may sleep (take
+ * a mutex, wait for the device) and must return 0. Without @blockable (the OOM
+ * reaper) it must not sleep: when it cannot zap and fence without sleeping
+ * (its lock is busy, DMA is in flight) it returns -EAGAIN, and vamr then
+ * leaves the pages mapped and pinned and refuses the invalidation (the mm
+ * retries later). Called with vamr's mirror lock held, after the sequence
+ * moved on (see above): also for ranges the driver never programmed, at
+ * process exit for the whole mirror, and from vamr_mirror_destroy() for the
+ * whole mirror. Context: see the lock rules above.
+ */
+struct vamr_mirror_ops {
+	int (*invalidate)(void *priv, unsigned long start, unsigned long len, bool blockable);
+};
+
+/**
+ * struct vamr_mirror_counters - counters of a mirror (vamr_mirror_stats())
+ * @pages_mapped: pages pinned and mapped for the device now.
+ * @populates: vamr_mirror_populate() calls.
+ * @device_faults: vamr_mirror_fault() calls.
+ * @pages_filled: pages pinned and mapped by those calls, in all.
+ * @invalidations: invalidate callbacks that reached the mirror (every event).
+ * @invalidations_refused: non-blockable ones refused (mirror lock busy, or
+ *                         the driver's -EAGAIN).
+ * @pages_unmapped: pages unmapped and unpinned by invalidations.
+ * @retries: rounds that lost a race with an invalidation and were done again.
+ */
+struct vamr_mirror_counters {
+	__u64 pages_mapped;
+	__u64 populates;
+	__u64 device_faults;
+	__u64 pages_filled;
+	__u64 invalidations;
+	__u64 invalidations_refused;
+	__u64 pages_unmapped;
+	__u64 retries;
+};
+
+/**
+ * vamr_mirror_create - mirror [addr, addr + len) of current->mm for a device
+ * @dev: the device that DMAs (dma_map_page() is done on it; coherent, no
+ *       bouncing: see above); vamr holds a reference (get_device()) until
+ *       vamr_mirror_destroy() returned. The driver destroys its mirrors
+ *       before its device is unbound.
+ * @addr: first byte, PAGE_SIZE aligned.
+ * @len: bytes, > 0, PAGE_SIZE aligned.
+ * @access: VAMR_ACCESS_* (VAMR_ACCESS_READ is implied): with
+ *          VAMR_ACCESS_WRITE the device may write (pages pinned with
+ *          FOLL_WRITE, mapped DMA_BIDIRECTIONAL), without it it only reads
+ *          (DMA_TO_DEVICE).
+ * @ops: @ops->invalidate is required; vamr keeps a copy of the pointer.
+ * @priv: passed to @ops->invalidate; valid until vamr_mirror_destroy()
+ *        returned.
+ *
+ * Nothing is pinned yet: vamr_mirror_populate() and vamr_mirror_fault() pin
+ * and map. The whole range is charged to current->mm->pinned_vm against
+ * RLIMIT_MEMLOCK unless CAP_IPC_LOCK (as ib_umem_get()), and the mirror counts
+ * as one region of the process and of the user (max_regions_per_mm,
+ * max_regions_per_user). Process context of the task owning the memory (a
+ * uverbs reg_mr, an ioctl); sleeps.
+ *
+ * Return: the mirror, or ERR_PTR(-EINVAL) (alignment, len 0, overflow,
+ * unknown @access bits, NULL @dev, @ops or @ops->invalidate),
+ * ERR_PTR(-EFAULT) (beyond TASK_SIZE, no mm), ERR_PTR(-ENOMEM)
+ * (RLIMIT_MEMLOCK, allocation), ERR_PTR(-ENOSPC) (the region limits).
+ */
+struct vamr_mirror *vamr_mirror_create(struct device *dev, unsigned long addr, size_t len,
+				       u32 access, const struct vamr_mirror_ops *ops, void *priv);
+
+/**
+ * vamr_mirror_destroy - stop mirroring and release everything
+ * @mirror: from vamr_mirror_create(); not used again. NULL and error
+ *          pointers are ignored.
+ *
+ * Stops following the mapping (waits for a running invalidate callback),
+ * calls @ops->invalidate for the whole mirror (blockable), then unmaps and
+ * unpins every page, returns the pinned_vm charge and the device reference.
+ * No other call on @mirror may run during or after it. Process context;
+ * sleeps; the driver's invalidate lock must not be held. May be called after
+ * the owning process exited.
+ */
+void vamr_mirror_destroy(struct vamr_mirror *mirror);
+
+/**
+ * vamr_mirror_populate - pin and map what is mapped in a range now
+ * @mirror: the mirror.
+ * @addr: first byte, PAGE_SIZE aligned, inside the mirror.
+ * @len: bytes, > 0, PAGE_SIZE aligned, inside the mirror.
+ * @dma: out: @len / PAGE_SIZE entries, the DMA address of each page, or
+ *       VAMR_MIRROR_NO_PAGE for a page that is not populated (a hole, a VMA
+ *       whose protection refuses the access, VM_IO/VM_PFNMAP).
+ * @seq: out: the sequence number to check with vamr_mirror_retry() before
+ *       programming the table from @dma.
+ *
+ * Pins (faulting in, as registration pins, in batches of 512 pages) the pages
+ * the VMAs map and maps them for the device; pages populated already keep
+ * their pin and address. A fault that would wait on user space (userfaultfd,
+ * I/O) is waited for (killably) in the owner's context; from another context
+ * (a work item) the call fails with -EAGAIN instead. Process context or work
+ * item; sleeps; the driver's invalidate lock must not be held.
+ *
+ * Return: the number of entries of @dma that are populated (>= 0), or
+ * -EINVAL (range, alignment), -EFAULT (the process exited), -EINTR (fatal
+ * signal), -ENOMEM (pinning, mapping: the device's DMA mask or the IOMMU's
+ * space), -EAGAIN (invalidations kept racing for 16 rounds, or a fault that
+ * would wait outside the owner's context: the caller may try again).
+ */
+long vamr_mirror_populate(struct vamr_mirror *mirror, unsigned long addr, size_t len,
+			  dma_addr_t *dma, unsigned long *seq);
+
+/**
+ * vamr_mirror_fault - a device access to entries that are not populated
+ * @mirror: the mirror.
+ * @addr: first byte of the access's pages, PAGE_SIZE aligned, inside the mirror.
+ * @len: bytes, > 0, PAGE_SIZE aligned, inside the mirror.
+ * @dma: out: @len / PAGE_SIZE entries, as for vamr_mirror_populate().
+ * @seq: out: as for vamr_mirror_populate().
+ *
+ * As vamr_mirror_populate() (counted as a device fault), but every page from
+ * @addr on is needed: the call stops at the first page that cannot be pinned
+ * (its entry and those after it are VAMR_MIRROR_NO_PAGE) and fails when that
+ * is the first one; the driver's access then fails there (a QP error, an
+ * access error completion). Context: as vamr_mirror_populate().
+ *
+ * Return: the number of entries from @addr on that are populated (>= 1), or
+ * -EFAULT (nothing mapped at @addr or its protection refuses the access, or
+ * the process exited), and the errors of vamr_mirror_populate().
+ */
+long vamr_mirror_fault(struct vamr_mirror *mirror, unsigned long addr, size_t len,
+		       dma_addr_t *dma, unsigned long *seq);
+
+/**
+ * vamr_mirror_retry - whether addresses read with @seq may be stale
+ * @mirror: the mirror.
+ * @seq: from vamr_mirror_populate() or vamr_mirror_fault().
+ *
+ * mmu_interval_read_retry(): true when an invalidation of the mirror began
+ * since @seq was read. Call it with the lock that @ops->invalidate takes
+ * held, and program the table only when it returns false. Any context; does
+ * not sleep, takes no lock.
+ */
+bool vamr_mirror_retry(struct vamr_mirror *mirror, unsigned long seq);
+
+/**
+ * vamr_mirror_stats - counters of a mirror
+ * @mirror: the mirror.
+ * @out: filled with a snapshot. Any context; does not sleep.
+ */
+void vamr_mirror_stats(struct vamr_mirror *mirror, struct vamr_mirror_counters *out);
 
 #endif /* _LINUX_VAMR_H */

@@ -159,7 +159,7 @@ pub(super) fn new_table(npages: usize) -> Result<PinTable> {
 }
 
 /// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.
-pub(super) struct PinnedVmCharge<'a> {
+pub(crate) struct PinnedVmCharge<'a> {
     mm: &'a Mm,
     npages: usize,
 }
@@ -168,7 +168,7 @@ impl<'a> PinnedVmCharge<'a> {
     /// Charges `npages` to `mm->pinned_vm`. Errors: `ENOMEM` when the total would exceed
     /// `RLIMIT_MEMLOCK` of current and current lacks `CAP_IPC_LOCK` (the check of
     /// `ib_umem_get()` in drivers/infiniband/core/umem.c).
-    pub(super) fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
+    pub(crate) fn new(mm: &'a Mm, npages: usize) -> Result<Self> {
         // SAFETY: `mm` is a valid mm (we hold a reference).
         let total = unsafe { ffi::vamr_pinned_vm_add(mm.as_raw(), npages as isize) };
         let charge = PinnedVmCharge { mm, npages };
@@ -185,12 +185,12 @@ impl<'a> PinnedVmCharge<'a> {
     }
 
     /// Keeps the charge (it will be returned with [`PinnedVmCharge::release`]).
-    pub(super) fn commit(self) {
+    pub(crate) fn commit(self) {
         core::mem::forget(self);
     }
 
     /// Returns a committed charge of `npages` to `mm`.
-    pub(super) fn release(mm: &Mm, npages: usize) {
+    pub(crate) fn release(mm: &Mm, npages: usize) {
         // SAFETY: `mm` is a valid mm (we hold a reference).
         unsafe { ffi::vamr_pinned_vm_sub(mm.as_raw(), npages as isize) };
     }
