@@ -30,6 +30,8 @@
 #     (default below) in which every $VAMR_FAULT_INTERVAL-th (default 7)
 #     allocation or user copy made from vamr.ko's code fails, then kmemleak
 #     scans. Logs: build/logs/sanitize/. VAMR_TIMEOUT defaults to 3600 s there.
+#     VAMR_SANITIZE_PROGRAMS="prog ..." runs only those programs of
+#     tests/selftests (and of them the fault-injection ones).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -209,15 +211,33 @@ done < <(readelf -SW "$top/vamr.ko" | sed -n 's/^ *\[ *[0-9]*\] //p')
 	echo "FAULT_INTERVAL=${VAMR_FAULT_INTERVAL:-7}"
 	echo "FAULT_TIMES=1000000"
 } >"$conf"
+# The programs: all of tests/selftests, or a directory of links to the chosen ones.
+progdir="$VAMR_BUILD/selftests"
+san_tests=$(make -s -C "$top/tests/selftests" list)
+if [ -n "${VAMR_SANITIZE_PROGRAMS:-}" ]; then
+	progdir="$VAMR_BUILD/sanitize-programs"
+	rm -rf "$progdir"
+	mkdir -p "$progdir"
+	ln -s "$VAMR_BUILD/selftests/helpers" "$progdir/helpers"
+	for p in $VAMR_SANITIZE_PROGRAMS; do
+		[ -x "$VAMR_BUILD/selftests/$p" ] || die "VAMR_SANITIZE_PROGRAMS: no program $p in $VAMR_BUILD/selftests"
+		ln -s "$VAMR_BUILD/selftests/$p" "$progdir/$p"
+	done
+	san_tests=$VAMR_SANITIZE_PROGRAMS
+	fault_programs=$(for p in $fault_programs; do
+		case " $VAMR_SANITIZE_PROGRAMS " in *" $p "*) echo "$p" ;; esac
+	done | paste -sd' ')
+	sed -i "s/^FAULT_PROGRAMS=.*/FAULT_PROGRAMS=\"$fault_programs\"/" "$conf"
+fi
 t1=$SECONDS
 guest_rc=0
 # kasan_multi_shot: every KASAN report, not only the first one.
 VAMR_TIMEOUT=${VAMR_TIMEOUT:-3600} VAMR_KERNEL_ARGS="kasan_multi_shot" VAMR_GUEST_CONF="$conf" \
-	"$here/run-guest.sh" "$kdir" test "$VAMR_BUILD/selftests" "$logdir" || guest_rc=$?
+	"$here/run-guest.sh" "$kdir" test "$progdir" "$logdir" || guest_rc=$?
 t_guest=$((SECONDS - t1))
 [ "$guest_rc" = 0 ] || log "guest run ended with status $guest_rc; see $logdir/console.log"
 rc=0
 "$here/collect-results.py" "$logdir" --guest-rc "$guest_rc" --kconfig "$kdir/.config" \
-	--faultinj "$fault_programs" --tests "$(make -s -C "$top/tests/selftests" list)" || rc=$?
+	--faultinj "$fault_programs" --tests "$san_tests" || rc=$?
 log "sanitizer run: build ${t_build}s (kernel, modules, tests), guest ${t_guest}s ($(cat "$logdir/accel" 2>/dev/null))"
 exit "$rc"
