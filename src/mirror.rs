@@ -19,8 +19,10 @@
 //! Lock order: `mmap_lock` (or reclaim) → [`Mirror::inner`] → the driver's invalidate lock
 //! (taken by its callback) → the IOMMU's and DMA-API debug's locks (`dma_unmap_page()`).
 
+mod fault;
+
 use crate::ffi;
-use crate::limits::User;
+use crate::limits::{Budget, User};
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
@@ -31,6 +33,7 @@ use crate::uapi;
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
+use fault::Faults;
 use kernel::bindings;
 use kernel::error::from_err_ptr;
 use kernel::mm::MmWithUser;
@@ -260,6 +263,8 @@ pub(crate) struct Mirror {
     /// The device may write: pins with `FOLL_WRITE`, mappings `DMA_BIDIRECTIONAL`.
     write: bool,
     counts: Counters,
+    /// The fault requests of the owner's calls, and their cancellation.
+    faults: Arc<Faults>,
 }
 
 impl_has_interval_notifier! {
@@ -335,6 +340,7 @@ impl Mirror {
         let mm_slot = MmSlot::take(mm, &User::current()?)?;
         let charge = PinnedVmCharge::new(mm, npages)?;
         let table = new_table(npages)?;
+        let faults = Arc::pin_init(Faults::new(ARef::from(&**mm)), GFP_KERNEL_ACCOUNT)?;
         // SAFETY: the caller's contract.
         let dev = unsafe { DevRef::get(dev) };
         let new = pin_init!(Mirror {
@@ -349,6 +355,7 @@ impl Mirror {
             npages,
             write,
             counts: Counters::new(),
+            faults,
         });
         let mirror = Arc::pin_init(new, GFP_KERNEL_ACCOUNT)?;
         // INVARIANT: from here on the charge belongs to the mirror (returned by teardown).
@@ -449,6 +456,8 @@ impl Mirror {
     /// the whole mirror, every page is unmapped and unpinned, the charge and the slot are
     /// returned. Idempotent (the slot marks the first call). Sleeps.
     fn teardown(&self) {
+        // No call of the owner still waits for a fault request (none may run any more).
+        self.faults.cancel();
         let inserted = self.notifier.remove();
         let (table, slot) = {
             let mut inner = self.inner.lock();
@@ -516,12 +525,17 @@ impl Mirror {
     ) -> Result<(usize, usize)> {
         let (a, b) = self.index_range(addr, out.len())?;
         let mm = self.notifier.mm().mmget_not_zero().ok_or(EFAULT)?;
+        // Never waits inside GUP (nothing could end that wait): a fault that would wait is
+        // delivered by a fault request, which the owner waits for cancellably.
         let mode = PinMode {
             write: self.write,
             nofault: false,
-            may_wait: self.current_is_owner(),
+            may_wait: false,
         };
         for _ in 0..ROUNDS {
+            if self.faults.cancelled() {
+                return Err(ECANCELED);
+            }
             let seq = self.notifier.read_begin();
             self.fill(&mm, a, b, need, mode)?;
             let inner = self.inner.lock();
@@ -593,9 +607,10 @@ impl Mirror {
     /// pinned), maps, and commits unless an invalidation began since its `read_begin`, else
     /// again ([`ROUNDS`] in all; a failed migration [`MIGRATE_ATTEMPTS`]). Returns the pages
     /// committed from `i`, or `None` when page `i` cannot be pinned (nothing mapped, the
-    /// protection refuses the access). Errors: `EAGAIN` (lost every round, or a fault that
-    /// would wait outside the owner's context), `ENOMEM` (pin, mapping), `EINTR`, `EFAULT`
-    /// (dead), other GUP errors.
+    /// protection refuses the access). A fault that would wait is delivered by a fault request
+    /// ([`Mirror::wait_for_fault`]) and the round done again. Errors: `EAGAIN` (lost every
+    /// round, or a fault that would wait outside the owner's context), `ECANCELED`,
+    /// `ENOMEM` (pin, mapping), `EINTR`, `EFAULT` (dead), other GUP errors.
     fn fill_batch(
         &self,
         mm: &MmWithUser,
@@ -610,8 +625,11 @@ impl Mirror {
             let pins = match pin_user_range(mm, va, n, n, n, mode) {
                 Ok(pins) => pins,
                 Err(e) if e == EFAULT => return Ok(None),
-                // A fault that would wait (a userfault, I/O), outside the owner's context.
-                Err(e) if e == EBUSY => return Err(EAGAIN),
+                // A fault that would wait (a userfault, a FUSE READ, I/O).
+                Err(e) if e == EBUSY => {
+                    self.wait_for_fault(va)?;
+                    continue;
+                }
                 Err(e) if e == ENOMEM && failed_migrations + 1 < MIGRATE_ATTEMPTS => {
                     failed_migrations += 1;
                     self.counts.add(Count::Retries, 1);
@@ -628,6 +646,23 @@ impl Mirror {
             self.counts.add(Count::Retries, 1);
         }
         Err(EAGAIN)
+    }
+
+    /// Has the fault at `va` that a pin round must not wait for delivered by a fault request,
+    /// and waits for it: the owner only, cancellably. Errors: `EAGAIN` outside the owner's
+    /// context (a work item: it does not wait) and past the bounds of fault requests (per mm
+    /// and per user, `max_fault_requests_per_user`), `ECANCELED` (`vamr_mirror_cancel()`),
+    /// `EINTR` (a signal), `EFAULT` (torn down), `ENOMEM`. Sleeps; no lock held.
+    fn wait_for_fault(&self, va: usize) -> Result {
+        if !self.current_is_owner() {
+            return Err(EAGAIN);
+        }
+        Faults::wait_for(&self.faults, va, self.write, || {
+            match &self.inner.lock().slot {
+                Some(slot) => slot.charge(Budget::FaultRequests),
+                None => Err(EFAULT),
+            }
+        })
     }
 
     /// Maps every pin of a round on the device, in order. Errors: `ENOMEM` (allocation, or a
@@ -821,6 +856,13 @@ fn map_call(
         }
         Err(e) => e.to_errno() as isize,
     }
+}
+
+/// Ends the waits of a mirror's calls; see `include/linux/vamr.h`.
+#[no_mangle]
+extern "C" fn vamr_mirror_cancel(m: RawMirror) {
+    // SAFETY: the caller passes a live mirror (the header's contract).
+    unsafe { mirror(m) }.faults.cancel();
 }
 
 /// Pins and maps what is mapped in a range; see `include/linux/vamr.h`.

@@ -490,6 +490,7 @@ EXPORT_SYMBOL_GPL(vamr_region_stats);
 
 EXPORT_SYMBOL_GPL(vamr_mirror_create);
 EXPORT_SYMBOL_GPL(vamr_mirror_destroy);
+EXPORT_SYMBOL_GPL(vamr_mirror_cancel);
 EXPORT_SYMBOL_GPL(vamr_mirror_populate);
 EXPORT_SYMBOL_GPL(vamr_mirror_fault);
 EXPORT_SYMBOL_GPL(vamr_mirror_retry);

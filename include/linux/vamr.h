@@ -406,6 +406,23 @@ struct vamr_mirror *vamr_mirror_create(struct device *dev, unsigned long addr, s
 void vamr_mirror_destroy(struct vamr_mirror *mirror);
 
 /**
+ * vamr_mirror_cancel - end every wait of the mirror's calls, before destroying it
+ * @mirror: the mirror.
+ *
+ * A vamr_mirror_populate() or vamr_mirror_fault() of the owner that waits for
+ * a fault of user space (a userfaultfd handler, a FUSE server, I/O) returns
+ * -ECANCELED at once, and every later one fails so. Call it at the start of
+ * deregistration, before waiting for the driver's calls on @mirror to return
+ * (vamr_mirror_destroy() must not run concurrently with them), so that the
+ * wait is short whatever user space does. The fault itself is still
+ * delivered from vamr's workqueue until its handler answers or closes; it
+ * holds no part of the mirror, the device or the driver.
+ * vamr_mirror_destroy() cancels too. Process context; sleeps briefly (a
+ * mutex); the driver's invalidate lock may be held.
+ */
+void vamr_mirror_cancel(struct vamr_mirror *mirror);
+
+/**
  * vamr_mirror_populate - pin and map what is mapped in a range now
  * @mirror: the mirror.
  * @addr: first byte, PAGE_SIZE aligned, inside the mirror.
@@ -419,15 +436,21 @@ void vamr_mirror_destroy(struct vamr_mirror *mirror);
  * Pins (faulting in, as registration pins, in batches of 512 pages) the pages
  * the VMAs map and maps them for the device; pages populated already keep
  * their pin and address. A fault that would wait on user space (userfaultfd,
- * I/O) is waited for (killably) in the owner's context; from another context
- * (a work item) the call fails with -EAGAIN instead. Process context or work
- * item; sleeps; the driver's invalidate lock must not be held.
+ * a FUSE READ, I/O) is never waited for inside GUP: vamr delivers it from its
+ * fault workqueue, and in the owner's context the call waits for that,
+ * interruptibly, until vamr_mirror_cancel() at the latest (bounded: 16 such
+ * requests per process, max_fault_requests_per_user per user, then
+ * -EAGAIN); from another context (a work item) the call fails with -EAGAIN
+ * instead. Process context or work item; sleeps; the driver's invalidate
+ * lock must not be held.
  *
  * Return: the number of entries of @dma that are populated (>= 0), or
- * -EINVAL (range, alignment), -EFAULT (the process exited), -EINTR (fatal
- * signal), -ENOMEM (pinning, mapping: the device's DMA mask or the IOMMU's
- * space), -EAGAIN (invalidations kept racing for 16 rounds, or a fault that
- * would wait outside the owner's context: the caller may try again).
+ * -EINVAL (range, alignment), -EFAULT (the process exited), -EINTR (a
+ * signal while waiting for a fault, a fatal one while pinning), -ECANCELED
+ * (after vamr_mirror_cancel()), -ENOMEM (pinning, mapping: the device's DMA
+ * mask or the IOMMU's space), -EAGAIN (invalidations kept racing for 16
+ * rounds, a fault that would wait outside the owner's context, or the bounds
+ * of fault requests: the caller may try again).
  */
 long vamr_mirror_populate(struct vamr_mirror *mirror, unsigned long addr, size_t len,
 			  dma_addr_t *dma, unsigned long *seq);

@@ -67,6 +67,11 @@ module_param(skip_zap, bool, 0644);
 MODULE_PARM_DESC(skip_zap,
 		 "Break check: ops->invalidate does not zap the device table, so the device keeps stale DMA addresses (default 0)");
 
+static bool refuse_nonblock;
+module_param(refuse_nonblock, bool, 0644);
+MODULE_PARM_DESC(refuse_nonblock,
+		 "ops->invalidate returns -EAGAIN whenever it may not sleep (the OOM reaper's path), as a driver whose fence must sleep does (default 0)");
+
 static unsigned int dma_bits = 28;
 module_param(dma_bits, uint, 0444);
 MODULE_PARM_DESC(dma_bits, "The DMA mask of the device, in bits (default 28, the edu device's)");
@@ -85,6 +90,8 @@ struct edu_file {
 	struct edu_dev *edu;
 	/* Serialises the ioctls of the file; outermost, never taken by the callback. */
 	struct mutex ioctl_lock;
+	/* Guards mirror and mm for UNMIRROR's cancel, which runs without ioctl_lock. */
+	struct mutex life_lock;
 	/* The device table and the counts; held across DMA through the table. */
 	struct mutex table_lock;
 	struct vamr_mirror *mirror;
@@ -116,7 +123,7 @@ static int edu_invalidate(void *priv, unsigned long start, unsigned long len, bo
 
 	if (blockable)
 		mutex_lock(&f->table_lock);
-	else if (!mutex_trylock(&f->table_lock))
+	else if (READ_ONCE(refuse_nonblock) || !mutex_trylock(&f->table_lock))
 		return -EAGAIN;
 	f->stats.invalidations++;
 	if (!READ_ONCE(skip_zap)) {
@@ -292,8 +299,56 @@ static long edu_mirror(struct edu_file *f, const struct vamr_mirror_edu_range *r
 		return PTR_ERR(m);
 	}
 	mmgrab(current->mm);
+	mutex_lock(&f->life_lock);
 	f->mm = current->mm;
 	f->mirror = m;
+	mutex_unlock(&f->life_lock);
+	return 0;
+}
+
+/* The mirror of @f goes (ioctl_lock held, or the file's last reference). */
+static void edu_drop_mirror(struct edu_file *f)
+{
+	struct vamr_mirror *m;
+	struct mm_struct *mm;
+
+	mutex_lock(&f->life_lock);
+	m = f->mirror;
+	mm = f->mm;
+	f->mirror = NULL;
+	f->mm = NULL;
+	mutex_unlock(&f->life_lock);
+	if (!m)
+		return;
+	/* Calls edu_invalidate() for the whole mirror, then unmaps and unpins. */
+	vamr_mirror_destroy(m);
+	mmdrop(mm);
+	kvfree(f->table);
+	f->table = NULL;
+	f->npages = 0;
+	f->stats.entries = 0;
+}
+
+/*
+ * UNMIRROR: deregistration while another thread's call on the file may wait
+ * for user space (a POPULATE or a transfer's device fault on a page whose
+ * userfaultfd handler or FUSE server does not answer): cancel first, without
+ * ioctl_lock (which that call holds), then destroy once it has returned.
+ */
+static long edu_unmirror(struct edu_file *f)
+{
+	mutex_lock(&f->life_lock);
+	if (!f->mirror || f->mm != current->mm) {
+		long ret = f->mirror ? -EPERM : -ENODEV;
+
+		mutex_unlock(&f->life_lock);
+		return ret;
+	}
+	vamr_mirror_cancel(f->mirror);
+	mutex_unlock(&f->life_lock);
+	mutex_lock(&f->ioctl_lock);
+	edu_drop_mirror(f);
+	mutex_unlock(&f->ioctl_lock);
 	return 0;
 }
 
@@ -307,7 +362,7 @@ static long edu_populate(struct edu_file *f, struct vamr_mirror_edu_range *r)
 	if (!f->mirror)
 		return -ENODEV;
 	if (!r->len || (r->len & ~PAGE_MASK) || (r->addr & ~PAGE_MASK) || r->addr < f->start ||
-	    r->addr + r->len > f->start + (f->npages << PAGE_SHIFT))
+	    r->addr + r->len < r->addr || r->addr + r->len > f->start + (f->npages << PAGE_SHIFT))
 		return -EINVAL;
 	dmas = kvmalloc_array(n, sizeof(*dmas), GFP_KERNEL);
 	if (!dmas)
@@ -422,6 +477,8 @@ static long edu_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 	if (_IOC_TYPE(cmd) != VAMR_MIRROR_EDU_MAGIC || _IOC_SIZE(cmd) > sizeof(union edu_arg))
 		return -ENOTTY;
+	if (cmd == VAMR_MIRROR_EDU_UNMIRROR)
+		return edu_unmirror(f);
 	mutex_lock(&f->ioctl_lock);
 	ret = edu_ioctl_locked(f, cmd, (void __user *)arg);
 	mutex_unlock(&f->ioctl_lock);
@@ -437,6 +494,7 @@ static int edu_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	f->edu = edu;
 	mutex_init(&f->ioctl_lock);
+	mutex_init(&f->life_lock);
 	mutex_init(&f->table_lock);
 	file->private_data = f;
 	return 0;
@@ -446,12 +504,8 @@ static int edu_release(struct inode *inode, struct file *file)
 {
 	struct edu_file *f = file->private_data;
 
-	if (f->mirror) {
-		/* Calls edu_invalidate() for the whole mirror, then unmaps and unpins. */
-		vamr_mirror_destroy(f->mirror);
-		mmdrop(f->mm);
-	}
-	kvfree(f->table);
+	/* No call on the file runs any more: each held a reference to it. */
+	edu_drop_mirror(f);
 	kfree(f);
 	return 0;
 }

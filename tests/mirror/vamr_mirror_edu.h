@@ -16,7 +16,7 @@
 /*
  * MIRROR: mirror [addr, addr + len) of the caller (page aligned) through
  * vamr_mirror_create(), VAMR_ACCESS_* in access (VAMR_ACCESS_WRITE = 2: the
- * device may write), at most 4 GiB (-EINVAL); once per file (-EBUSY). POPULATE: vamr_mirror_populate()
+ * device may write), at most 4 GiB (-EINVAL); one at a time per file (-EBUSY). POPULATE: vamr_mirror_populate()
  * of [addr, addr + len) and the device table programmed from it; result: the
  * pages populated.
  */
@@ -79,5 +79,11 @@ struct vamr_mirror_edu_info {
 #define VAMR_MIRROR_EDU_READ _IOW(VAMR_MIRROR_EDU_MAGIC, 4, struct vamr_mirror_edu_xfer)
 #define VAMR_MIRROR_EDU_STATS _IOR(VAMR_MIRROR_EDU_MAGIC, 5, struct vamr_mirror_edu_stats)
 #define VAMR_MIRROR_EDU_INFO _IOR(VAMR_MIRROR_EDU_MAGIC, 6, struct vamr_mirror_edu_info)
+/*
+ * UNMIRROR: destroy the file's mirror (vamr_mirror_cancel(), then
+ * vamr_mirror_destroy() once the file's other calls returned); another
+ * MIRROR may follow. -ENODEV without a mirror.
+ */
+#define VAMR_MIRROR_EDU_UNMIRROR _IO(VAMR_MIRROR_EDU_MAGIC, 7)
 
 #endif
