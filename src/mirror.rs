@@ -99,8 +99,8 @@ struct DevRef {
     dev: NonNull<bindings::device>,
 }
 
-// SAFETY: a device reference may be dropped on any thread (a device's release may run on any
-// thread, as `kernel::device::Device` assumes), and the pointer is only passed to the DMA API,
+// A device's release may run on any thread (as `kernel::device::Device` assumes).
+// SAFETY: a device reference may be dropped on any thread; the pointer only goes to the DMA API,
 // which may be called from any thread.
 unsafe impl Send for DevRef {}
 // SAFETY: as for `Send`.
