@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ struct fuse_server {
 	uint64_t held[FUSE_SERVER_HELD][3];	/* unique, offset, size */
 	int answered;		/* READs answered */
 	int stop;
+	unsigned int conn;	/* the connection's number in fusectl (minor of st_dev) */
 	pthread_t thread;
 	uint8_t buf[FUSE_MIN_READ_BUFFER + 65536];
 };
@@ -237,8 +239,15 @@ static inline int fuse_server_start(struct fuse_server *s, uint64_t size, uint64
 		umount2(s->dir, MNT_DETACH);
 		close(s->fd);
 		rmdir(s->dir);
+		return ret;
 	}
-	return ret;
+	/* The connection's fusectl number (its GETATTR is answered by the thread). */
+	{
+		struct stat st;
+
+		s->conn = stat(s->dir, &st) ? 0 : minor(st.st_dev);
+	}
+	return 0;
 }
 
 /* From now on keeps READs unanswered (@hang 1) or answers them, and then those held so far. */
@@ -266,11 +275,39 @@ static inline int fuse_server_held(struct fuse_server *s)
 	return n;
 }
 
-/* Answers what is held, unmounts and stops the thread. */
+/*
+ * Aborts the connection through fusectl (Documentation/filesystems/fuse.rst,
+ * "Aborting a filesystem connection"): every request still waiting, and any
+ * later one, ends with ECONNABORTED/ENOTCONN. Closing s->fd is not enough
+ * when a forked child holds a copy of it: a request the dying child sends at
+ * exit (FLUSH of a file it had open) would then wait for a server that is
+ * gone, and the child would never be reaped.
+ */
+static inline void fuse_server_abort(struct fuse_server *s)
+{
+	const char *ctl = "/sys/fs/fuse/connections";
+	char p[96];
+	int fd;
+
+	if (!s->conn)
+		return;
+	snprintf(p, sizeof(p), "%s/%u/abort", ctl, s->conn);
+	if (access(p, F_OK))
+		mount("fusectl", ctl, "fusectl", 0, NULL);
+	fd = open(p, O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) != 1)
+			perror("fuse_server_abort");
+		close(fd);
+	}
+}
+
+/* Answers what is held, unmounts, aborts the connection and stops the thread. */
 static inline void fuse_server_stop(struct fuse_server *s)
 {
 	fuse_server_hang(s, 0);
 	umount2(s->dir, MNT_DETACH);
+	fuse_server_abort(s);
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(s->thread, NULL);
 	close(s->fd);
