@@ -675,6 +675,16 @@ def main():
     if args.guest_rc is not None and args.guest_rc != 0:
         broken.append(f"the guest run ended with status {args.guest_rc}"
                       + (" (watchdog timeout)" if args.guest_rc == 124 else ""))
+    if single and ("### GUEST DONE" not in results or args.guest_rc):
+        # Where a run that did not end well stopped: the last words of the
+        # kernel and of QEMU itself, so that a CI log alone tells why.
+        for f in ("console.log", "qemu.log"):
+            try:
+                tail = open(f"{logdir}/{f}", errors="replace").read().splitlines()[-25:]
+            except OSError:
+                tail = ["(no such file)"]
+            for line in tail:
+                print(f"TAIL    {f}: {line}")
 
     # The sanitizers this kernel has; a sanitizer run without them is no sanitizer run.
     sanitizers = [k for k in SANITIZER_PROBLEMS if kconfig is None or k in kconfig]

@@ -226,6 +226,16 @@ qemu_aborted_in_boot() {
 		! grep -q 'Run .* as init process' "$1/console.log" 2>/dev/null
 }
 
+# guest_stopped_before_init NODELOGDIR: status 0 when a boot that failed never
+# reached init (no "Run ... as init process" in console.log, and no output
+# section in results.log): QEMU or the kernel stopped before anything of
+# vamr's ran, so booting again tests the same thing. Its logs are kept
+# (keep_aborted_logs) and summarized by scripts/collect-results.py.
+guest_stopped_before_init() {
+	! grep -q 'Run .* as init process' "$1/console.log" 2>/dev/null &&
+		! grep -q '^### BEGIN' "$1/results.log" 2>/dev/null
+}
+
 # keep_aborted_logs NODELOGDIR: renames the logs of a boot that
 # qemu_aborted_in_boot found aborted to *.log.aborted, before the boot again.
 keep_aborted_logs() {

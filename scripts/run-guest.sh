@@ -96,10 +96,11 @@ if [ "$accel" = auto ]; then
 fi
 rc=0
 boot "$accel" "$timeout_s" || rc=$?
-# QEMU's own crash during the kernel's boot (see qemu_aborted_in_boot): once
+# A boot that stopped before init ran (qemu_aborted_in_boot,
+# guest_stopped_before_init: nothing of vamr's had run): once
 # more, keeping the first attempt's logs beside the new ones.
-if [ "$rc" != 0 ] && qemu_aborted_in_boot "$logdir"; then
-	log "QEMU aborted while the kernel booted ($(grep -m1 'Assertion' "$logdir/qemu.log")); booting once more (first attempt: $logdir/*.aborted)"
+if [ "$rc" != 0 ] && { qemu_aborted_in_boot "$logdir" || guest_stopped_before_init "$logdir"; }; then
+	log "the guest stopped before init ran (QEMU: $(grep -m1 -v '^$' "$logdir/qemu.log" 2>/dev/null || echo nothing); kernel: $(tail -n1 "$logdir/console.log" 2>/dev/null)); booting once more (first attempt: $logdir/*.aborted)"
 	keep_aborted_logs "$logdir"
 	rc=0
 	boot "$accel" "$timeout_s" || rc=$?
