@@ -19,6 +19,8 @@
 //! Lock order: `mmap_lock` (or reclaim) → [`Mirror::inner`] → the driver's invalidate lock
 //! (taken by its callback) → the IOMMU's and DMA-API debug's locks (`dma_unmap_page()`).
 
+mod c_api;
+mod dma;
 mod fault;
 
 use crate::ffi;
@@ -26,16 +28,15 @@ use crate::limits::{Budget, User};
 use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
-use crate::pin::{pin_user_range, resume_after_fault, PinMode, PinnedPage, Pins, PIN_BATCH};
+use crate::pin::{pin_user_range, resume_after_fault, PinMode, Pins, PIN_BATCH};
 use crate::region::MmSlot;
 use crate::region::{page_cover, PinnedVmCharge};
-use crate::uapi;
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
+use dma::{DevRef, DmaPin};
 use fault::Faults;
 use kernel::bindings;
-use kernel::error::from_err_ptr;
 use kernel::mm::MmWithUser;
 use kernel::new_mutex;
 use kernel::page::PAGE_SIZE;
@@ -88,80 +89,6 @@ struct Driver {
 unsafe impl Send for Driver {}
 // SAFETY: as for `Send`; `&Driver` only calls the callback.
 unsafe impl Sync for Driver {}
-
-/// A reference to the driver's `struct device` (`get_device()`), given back when dropped
-/// (`put_device()`): the device every page of the mirror is mapped on.
-///
-/// # Invariants
-///
-/// `dev` points to a device on which this value holds one reference.
-struct DevRef {
-    dev: NonNull<bindings::device>,
-}
-
-// A device's release may run on any thread (as `kernel::device::Device` assumes).
-// SAFETY: a device reference may be dropped on any thread; the pointer only goes to the DMA API,
-// which may be called from any thread.
-unsafe impl Send for DevRef {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for DevRef {}
-
-impl DevRef {
-    /// Takes a reference to `dev`.
-    ///
-    /// # Safety
-    ///
-    /// `dev` is a valid device on which the caller holds a reference during the call.
-    unsafe fn get(dev: NonNull<bindings::device>) -> Self {
-        // SAFETY: per the contract the device is valid and its count is not 0.
-        unsafe { bindings::get_device(dev.as_ptr()) };
-        // INVARIANT: the reference just taken.
-        DevRef { dev }
-    }
-
-    fn as_raw(&self) -> *mut bindings::device {
-        self.dev.as_ptr()
-    }
-}
-
-impl Drop for DevRef {
-    fn drop(&mut self) {
-        // SAFETY: the reference this value holds (type invariant), given back once.
-        unsafe { bindings::put_device(self.dev.as_ptr()) };
-    }
-}
-
-/// One page of a mirror: pinned, and mapped for the mirror's device.
-///
-/// # Invariants
-///
-/// `pin` owns the page's `FOLL_PIN` reference and `dma` is the address of one mapping of that
-/// page (`vamr_dma_map_page`) on the mirror's device in the mirror's direction.
-/// [`DmaPin::release`] unmaps, then unpins. A `DmaPin` dropped without it keeps both (the pin
-/// is `ManuallyDrop`): a page whose mapping is live is never unpinned, so the device can only
-/// ever reach a page that is still pinned, not a freed one; a leak is the worst outcome of a
-/// missed release.
-struct DmaPin {
-    pin: ManuallyDrop<PinnedPage>,
-    dma: bindings::dma_addr_t,
-}
-
-impl DmaPin {
-    /// Unmaps the page on `dev` (the mirror's device; `write`: the mirror's direction), then
-    /// unpins it: with `set_page_dirty()` inside an invalidate callback (`in_invalidation`,
-    /// does not sleep), else as `PinnedPage`'s `Drop` (may sleep on the folio lock).
-    fn release(self, dev: &DevRef, write: bool, in_invalidation: bool) {
-        // SAFETY: `dma` is a live mapping on the mirror's device, which `dev` holds, made with
-        // `write` (type invariant); unmapped once, here.
-        unsafe { ffi::vamr_dma_unmap_page(dev.as_raw(), self.dma, write) };
-        let pin = ManuallyDrop::into_inner(self.pin);
-        if in_invalidation {
-            pin.release_in_invalidation();
-        } else {
-            drop(pin);
-        }
-    }
-}
 
 /// The counters of a mirror, in the order of `struct vamr_mirror_counters`.
 #[derive(Clone, Copy)]
@@ -762,146 +689,6 @@ fn new_table(npages: usize) -> Result<KVVec<Option<DmaPin>>> {
         table.push(None, flags)?;
     }
     Ok(table)
-}
-
-/// `struct vamr_mirror`, as seen from C: an [`Arc<Mirror>`] made raw by [`Arc::into_raw`].
-type RawMirror = *const c_void;
-
-/// Borrows the mirror behind a C mirror pointer.
-///
-/// # Safety
-///
-/// `m` comes from [`vamr_mirror_create`] and was not destroyed.
-unsafe fn mirror<'a>(m: RawMirror) -> &'a Mirror {
-    // SAFETY: per the contract `m` came from `Arc::into_raw` and that reference is still held.
-    unsafe { &*m.cast::<Mirror>() }
-}
-
-/// Creates a mirror; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_create(
-    dev: *mut bindings::device,
-    addr: usize,
-    len: usize,
-    access: u32,
-    ops: *const RawMirrorOps,
-    priv_: *mut c_void,
-) -> RawMirror {
-    let Some(dev) = NonNull::new(dev) else {
-        return EINVAL.to_ptr();
-    };
-    if ops.is_null() || access & !uapi::ACCESS_KNOWN != 0 {
-        return EINVAL.to_ptr();
-    }
-    // SAFETY: a non-NULL `ops` points to a `struct vamr_mirror_ops` (the header's contract);
-    // only the function pointer is copied.
-    let Some(invalidate) = (unsafe { (*ops).invalidate }) else {
-        return EINVAL.to_ptr();
-    };
-    // INVARIANT: the header's contract: `invalidate` may be called with `priv_` until
-    // `vamr_mirror_destroy()` returned.
-    let driver = Driver { invalidate, priv_ };
-    let write = access & uapi::ACCESS_WRITE != 0;
-    // SAFETY: the caller passes a device it holds a reference to (the header's contract), and
-    // `driver` keeps its invariant until teardown.
-    match unsafe { Mirror::create(dev, addr, len, write, driver) } {
-        Ok(m) => Arc::into_raw(m).cast(),
-        Err(e) => e.to_ptr(),
-    }
-}
-
-/// Destroys a mirror; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_destroy(m: RawMirror) {
-    if let Ok(p) = from_err_ptr(m.cast_mut()) {
-        if !p.is_null() {
-            // SAFETY: `p` came from `Arc::into_raw` in `vamr_mirror_create`, and the caller
-            // gives that reference up (the header's contract): taken back once.
-            let m = unsafe { Arc::<Mirror>::from_raw(p.cast::<Mirror>()) };
-            m.teardown();
-        }
-    }
-}
-
-/// `vamr_mirror_populate()` and `vamr_mirror_fault()` (`need`).
-fn map_call(
-    m: RawMirror,
-    addr: usize,
-    len: usize,
-    dma: *mut bindings::dma_addr_t,
-    seq: *mut usize,
-    need: bool,
-) -> isize {
-    if dma.is_null() || seq.is_null() || len == 0 || len % PAGE_SIZE != 0 {
-        return EINVAL.to_errno() as isize;
-    }
-    // SAFETY: the caller passes a live mirror and `dma` with room for `len / PAGE_SIZE`
-    // entries that nothing else accesses during the call (the header's contract).
-    let (mirror, out) = unsafe {
-        (
-            mirror(m),
-            core::slice::from_raw_parts_mut(dma, len / PAGE_SIZE),
-        )
-    };
-    let res = if need {
-        mirror.fault(addr, out)
-    } else {
-        mirror.populate(addr, out)
-    };
-    match res {
-        Ok((n, s)) => {
-            // SAFETY: `seq` is a writable `unsigned long` (the header's contract).
-            unsafe { seq.write(s) };
-            n as isize
-        }
-        Err(e) => e.to_errno() as isize,
-    }
-}
-
-/// Ends the waits of a mirror's calls; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_cancel(m: RawMirror) {
-    // SAFETY: the caller passes a live mirror (the header's contract).
-    unsafe { mirror(m) }.faults.cancel();
-}
-
-/// Pins and maps what is mapped in a range; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_populate(
-    m: RawMirror,
-    addr: usize,
-    len: usize,
-    dma: *mut bindings::dma_addr_t,
-    seq: *mut usize,
-) -> isize {
-    map_call(m, addr, len, dma, seq, false)
-}
-
-/// A device fault; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_fault(
-    m: RawMirror,
-    addr: usize,
-    len: usize,
-    dma: *mut bindings::dma_addr_t,
-    seq: *mut usize,
-) -> isize {
-    map_call(m, addr, len, dma, seq, true)
-}
-
-/// Whether addresses read with `seq` may be stale; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_retry(m: RawMirror, seq: usize) -> bool {
-    // SAFETY: the caller passes a live mirror (the header's contract).
-    unsafe { mirror(m) }.retry(seq)
-}
-
-/// Counters of a mirror; see `include/linux/vamr.h`.
-#[no_mangle]
-extern "C" fn vamr_mirror_stats(m: RawMirror, out: *mut MirrorCountersRecord) {
-    // SAFETY: the caller passes a live mirror and a writable `struct vamr_mirror_counters`,
-    // whose layout `MirrorCountersRecord` has (asserted in `src/vamr_glue.c`).
-    unsafe { out.write(mirror(m).counts.snapshot()) };
 }
 
 #[kunit_tests(vamr_kunit_mirror)]
