@@ -87,13 +87,15 @@ static inline void child_print_stacks(pid_t pid)
 /*
  * Waits up to @sec for @pid: its exit status (128 + the signal if one ended
  * it), or -1 after the time, when the child is killed (its stacks printed
- * first when @stacks).
+ * first when @stacks), or -1 at once when @pid is -1 (the fork failed).
  */
 static inline int child_reap(pid_t pid, double sec, bool stacks)
 {
 	double t0 = mono_s();
 	int status;
 
+	if (pid < 0)
+		return -1;
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (mono_s() - t0 > sec) {
 			if (stacks) {
