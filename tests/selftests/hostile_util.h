@@ -48,15 +48,6 @@
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
-#ifndef MADV_COLD
-#define MADV_COLD 20
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
 #ifndef __NR_mseal
 #define __NR_mseal 462
 #endif
