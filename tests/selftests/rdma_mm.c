@@ -33,12 +33,6 @@
 #define PAGE 4096ul
 #define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
-#ifndef MADV_HWPOISON
-#define MADV_HWPOISON 100
-#endif
 #ifndef MPOL_MF_MOVE
 #define MPOL_MF_MOVE (1 << 1)
 #endif

@@ -22,7 +22,6 @@
  * vamr/users), and the kernel log shows no WARN or hung task.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -44,12 +43,12 @@
 #include "sys_guard.h"
 #include "unpriv_util.h"
 #include "vamr_lib.h"
+#include "child_util.h"
 
 #define ATTACKER 65534
 #define PAGE 4096ul
 #define PAGES 4
 #define SEED 77
-#define USERS "/sys/kernel/debug/vamr/users"
 
 /* Exported by libibverbs for providers (IBVERBS_PRIVATE_34): see rdma_va.c. */
 int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
@@ -67,27 +66,6 @@ struct shared {
 	int reads_before;	/* READs the server had when the wait began */
 	int writable;		/* the child maps the file private and writable */
 };
-
-#define CHILD_CHECK(_sh, _step, _cond, _fmt, ...) do {					\
-	if (!(_cond)) {									\
-		(_sh)->step = (_step);							\
-		snprintf((_sh)->msg, sizeof((_sh)->msg), _fmt, ##__VA_ARGS__);		\
-		_exit(_step);								\
-	}										\
-} while (0)
-
-/* Waits until *flag is nonzero or @sec seconds passed; whether it was set. */
-static bool wait_flag(int *flag, double sec)
-{
-	double t0 = mono_s();
-
-	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-		if (mono_s() - t0 > sec)
-			return false;
-		usleep(10 * 1000);
-	}
-	return true;
-}
 
 /* Waits until the server received more than @n READs or @sec passed; whether it did. */
 static bool wait_reads(struct fuse_server *s, int n, double sec)
@@ -147,7 +125,7 @@ static int arm(struct shared *sh, uint8_t *a, size_t len)
 	int fd, n;
 
 	__atomic_store_n(&sh->want_hang, 1, __ATOMIC_RELEASE);
-	if (!wait_flag(&sh->hanging, 10))
+	if (!child_wait_flag(&sh->hanging, 10))
 		return snprintf(sh->msg, sizeof(sh->msg), "the server did not start holding");
 	if (munmap(a, len) || map_file(sh, a, len) != a)
 		return snprintf(sh->msg, sizeof(sh->msg), "remap: %s", strerror(errno));
@@ -246,7 +224,7 @@ static void dev_child(struct shared *sh)
 	ret = vamr_unregister(c.vfd, c.handle);
 	sh->dereg_s = mono_s() - t0;
 	CHILD_CHECK(sh, 9, !ret, "unregister: %s", strerror(-ret));
-	CHILD_CHECK(sh, 10, wait_flag(&c.done, 5), "the prefetch still waits 5 s after UNREGISTER");
+	CHILD_CHECK(sh, 10, child_wait_flag(&c.done, 5), "the prefetch still waits 5 s after UNREGISTER");
 	pthread_join(th, NULL);
 	sh->blocked_ret = c.ret;
 	close(c.vfd);
@@ -280,67 +258,10 @@ static void verbs_child(struct shared *sh)
 	ret = ibv_dereg_mr(mr);
 	sh->dereg_s = mono_s() - t0;
 	CHILD_CHECK(sh, 9, !ret, "dereg: %s", strerror(ret));
-	CHILD_CHECK(sh, 10, wait_flag(&c.done, 5), "the advice still waits 5 s after dereg");
+	CHILD_CHECK(sh, 10, child_wait_flag(&c.done, 5), "the advice still waits 5 s after dereg");
 	pthread_join(th, NULL);
 	sh->blocked_ret = c.ret;
 	CHILD_CHECK(sh, 11, !rdma_pair_close(&p), "close");
-}
-
-/* Whether @uid's entry in vamr/users is gone within @sec seconds: 1, 0, -1 without the file. */
-static int user_gone(uid_t uid, double sec)
-{
-	double t0 = mono_s();
-	char line[512];
-
-	for (;;) {
-		FILE *f = fopen(USERS, "re");
-		int found = 0;
-
-		if (!f)
-			return -1;
-		while (fgets(line, sizeof(line), f))
-			found |= isdigit((unsigned char)line[0]) && strtoul(line, NULL, 10) == uid;
-		fclose(f);
-		if (!found)
-			return 1;
-		if (mono_s() - t0 > sec)
-			return 0;
-		usleep(20 * 1000);
-	}
-}
-
-/* Prints the kernel stacks of @pid's threads as TAP comments (what a stuck child waits on). */
-static void print_stacks(pid_t pid)
-{
-	char cmd[160];
-
-	snprintf(cmd, sizeof(cmd),
-		 "for t in /proc/%d/task/*; do echo \"$t:\"; cat $t/stack; done 2>&1 | sed 's/^/# /'",
-		 (int)pid);
-	fflush(stdout);
-	/* And every task in D state, to the kernel log (console.log). */
-	sys_guard_write_file("/proc/sysrq-trigger", "w");
-	if (system(cmd) < 0)
-		printf("# cannot read the stacks of %d\n", (int)pid);
-}
-
-/* Waits up to @sec for @pid; its exit status, or -1 (killed) after the time. */
-static int reap(pid_t pid, double sec)
-{
-	double t0 = mono_s();
-	int status;
-
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (mono_s() - t0 > sec) {
-			printf("# child %d still runs after %.0f s:\n", (int)pid, sec);
-			print_stacks(pid);
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		usleep(20 * 1000);
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 FIXTURE(pagelock) {
@@ -354,9 +275,8 @@ FIXTURE_SETUP(pagelock)
 	char uv[64];
 	int ret;
 
-	self->sh = mmap(NULL, sizeof(*self->sh), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, self->sh);
+	self->sh = child_shared_new(sizeof(*self->sh));
+	ASSERT_NE(NULL, self->sh);
 	if (access("/dev/vamr", F_OK))
 		SKIP(return, "no /dev/vamr");
 	uverbs_path(uv, sizeof(uv));
@@ -387,20 +307,15 @@ FIXTURE_TEARDOWN(pagelock)
 static void run_child(struct __test_metadata *_metadata, struct shared *sh,
 		      void (*fn)(struct shared *), int kmsg, int want_ret, const char *what)
 {
-	pid_t pid = fork();
+	pid_t pid = CHILD_RUN_AS(ATTACKER, fn, sh);
 	int st, held;
 
-	if (pid == 0) {
-		CHILD_CHECK(sh, 99, !become_uid(ATTACKER), "cannot become uid %d", ATTACKER);
-		fn(sh);
-		_exit(0);
-	}
 	ASSERT_LT(0, pid);
-	if (wait_flag(&sh->want_hang, 30)) {
+	if (child_wait_flag(&sh->want_hang, 30)) {
 		fuse_server_hang(&sh->srv, 1);
 		__atomic_store_n(&sh->hanging, 1, __ATOMIC_RELEASE);
 	}
-	st = reap(pid, 40);
+	st = child_reap(pid, 40, true);
 	held = fuse_server_held(&sh->srv);
 	fuse_server_hang(&sh->srv, 0);
 	EXPECT_EQ(0, st) TH_LOG("child: step %d: %s", sh->step, sh->msg);
@@ -411,7 +326,7 @@ static void run_child(struct __test_metadata *_metadata, struct shared *sh,
 	EXPECT_GT(1.0, sh->dereg_s);
 	EXPECT_EQ(want_ret, sh->blocked_ret);
 	EXPECT_LT(0, held) TH_LOG("no READ was held while the process deregistered and exited");
-	EXPECT_NE(0, user_gone(ATTACKER, 10)) TH_LOG("uid %d still counted", ATTACKER);
+	EXPECT_NE(0, child_user_gone(ATTACKER, 10)) TH_LOG("uid %d still counted", ATTACKER);
 	EXPECT_EQ(0, kmsg_problems(kmsg));
 }
 

@@ -42,6 +42,7 @@
 #include "sys_guard.h"
 #include "unpriv_util.h"
 #include "vamr_lib.h"
+#include "child_util.h"
 
 #define ATTACKER 65534
 #define VICTIM 65533
@@ -83,35 +84,6 @@ struct shared {
 	int stats_err;		/* its STATS of handle 0 of its own file: -errno */
 	int open_err[ROOT_ONLY];	/* its open() of each root_only file: -errno, or 0 */
 };
-
-#define CHILD_CHECK(_sh, _step, _cond, _fmt, ...) do {					\
-	if (!(_cond)) {									\
-		(_sh)->step = (_step);							\
-		snprintf((_sh)->msg, sizeof((_sh)->msg), _fmt, ##__VA_ARGS__);		\
-		_exit(_step);								\
-	}										\
-} while (0)
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Waits until *flag is set or @sec seconds passed; whether it was set. */
-static bool wait_flag(int *flag, double sec)
-{
-	double t0 = now_s();
-
-	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-		if (now_s() - t0 > sec)
-			return false;
-		usleep(10 * 1000);
-	}
-	return true;
-}
 
 /*
  * Runs `rdma -dd res show mr [dev DEV mrn MRN]` (@mrn < 0: the dump) with
@@ -237,7 +209,7 @@ static uint64_t invalidations(const struct vamr_counters *c)
 static int query_quiet(int vfd, struct ibv_mr *mr, struct vamr_counters *c)
 {
 	struct vamr_mr_query q = vamr_mr_query_of(mr), prev;
-	double t0 = now_s();
+	double t0 = mono_s();
 
 	if (vamr_ioctl(vfd, VAMR_IOC_MR_QUERY, &q))
 		return -errno;
@@ -251,7 +223,7 @@ static int query_quiet(int vfd, struct ibv_mr *mr, struct vamr_counters *c)
 			*c = q.counters;
 			return 0;
 		}
-	} while (now_s() - t0 < 10);
+	} while (mono_s() - t0 < 10);
 	return -ETIMEDOUT;
 }
 
@@ -294,7 +266,7 @@ static void victim(struct shared *sh)
 	sh->normal_lkey = normal->lkey;
 	sh->ib_index = vamr_mr_query_of(va).ib_index;
 	__atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
-	CHILD_CHECK(sh, 11, wait_flag(&sh->done, 120), "never told to go");
+	CHILD_CHECK(sh, 11, child_wait_flag(&sh->done, 120), "never told to go");
 	ibv_dereg_mr(va);
 	ibv_dereg_mr(normal);
 	rdma_pair_close(&p);
@@ -328,38 +300,6 @@ static void attacker_files(struct shared *sh)
 	close(vfd);
 }
 
-/* Forks @fn(sh) as @uid; the pid. */
-static pid_t spawn_as(uid_t uid, void (*fn)(struct shared *), struct shared *sh)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		CHILD_CHECK(sh, 99, !become_uid(uid), "cannot become uid %d", uid);
-		fn(sh);
-		_exit(0);
-	}
-	return pid;
-}
-
-/* Waits up to @sec for @pid; its exit status, or -1 (killed) after the time. */
-static int reap(pid_t pid, double sec)
-{
-	double t0 = now_s();
-	int status;
-
-	if (pid < 0)
-		return -1;
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_s() - t0 > sec) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		usleep(20 * 1000);
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 FIXTURE(leak)
 {
 	struct shared *sh;
@@ -380,9 +320,8 @@ FIXTURE_SETUP(leak)
 	int n;
 
 	self->victim = -1;
-	self->sh = mmap(NULL, sizeof(*self->sh), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, self->sh);
+	self->sh = child_shared_new(sizeof(*self->sh));
+	ASSERT_NE(NULL, self->sh);
 	uverbs_path(uv, sizeof(uv));
 	if (!uv[0] || access("/dev/vamr", F_OK))
 		SKIP(return, "no %s or no /dev/vamr", rdma_pair_default_dev());
@@ -391,9 +330,9 @@ FIXTURE_SETUP(leak)
 	ASSERT_EQ(0, dev_open_up(uv));
 	ASSERT_EQ(0, dev_open_up("/dev/vamr"));
 	ASSERT_EQ(0, root_open_up());
-	self->victim = spawn_as(VICTIM, victim, self->sh);
+	self->victim = CHILD_RUN_AS(VICTIM, victim, self->sh);
 	ASSERT_LT(0, self->victim);
-	ASSERT_TRUE(wait_flag(&self->sh->ready, 60))
+	ASSERT_TRUE(child_wait_flag(&self->sh->ready, 60))
 		TH_LOG("victim: step %d: %s", self->sh->step, self->sh->msg);
 	ASSERT_EQ(0, rdma_res_mr(-1, self->root_dump, OUT_MAX));
 	n = find_entries(self->root_dump, "lkey", self->sh->va_lkey, self->va_entry);
@@ -407,7 +346,7 @@ FIXTURE_TEARDOWN(leak)
 {
 	if (self->victim > 0) {
 		__atomic_store_n(&self->sh->done, 1, __ATOMIC_RELEASE);
-		reap(self->victim, 30);
+		child_reap(self->victim, 30, false);
 	}
 	sys_guard_restore();
 	if (self->sh != MAP_FAILED)
@@ -448,7 +387,7 @@ TEST_F_TIMEOUT(leak, res_mr_counters_admin_only, 120)
 	char entry[ENTRY_MAX];
 	int st;
 
-	st = reap(spawn_as(ATTACKER, attacker_rdma, sh), 60);
+	st = child_reap(CHILD_RUN_AS(ATTACKER, attacker_rdma, sh), 60, false);
 	ASSERT_EQ(0, st) TH_LOG("attacker: step %d: %s", sh->step, sh->msg);
 	TH_LOG("victim uid %d pid %d: VA MR lkey 0x%x mrn %u, %llu pages pinned, "
 	       "%llu invalidations", VICTIM, sh->vpid, sh->va_lkey, sh->va_mrn,
@@ -485,7 +424,7 @@ TEST_F_TIMEOUT(leak, other_interfaces_closed, 120)
 	struct shared *sh = self->sh;
 	int st, checked = 0;
 
-	st = reap(spawn_as(ATTACKER, attacker_files, sh), 60);
+	st = child_reap(CHILD_RUN_AS(ATTACKER, attacker_files, sh), 60, false);
 	ASSERT_EQ(0, st) TH_LOG("attacker: step %d: %s", sh->step, sh->msg);
 	EXPECT_EQ(-ENOENT, sh->mr_query_err);
 	EXPECT_EQ(-ENOENT, sh->stats_err);

@@ -42,16 +42,11 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "mm_util.h"
 #include "pattern.h"
 #include "rdma_pair.h"
 #include "vamr_lib.h"
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_GUARD_REMOVE
-#define MADV_GUARD_REMOVE 103
-#endif
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif

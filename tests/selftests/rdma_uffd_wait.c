@@ -32,7 +32,6 @@
  * flood and after the attacker exited).
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -54,6 +53,7 @@
 #include "unpriv_util.h"
 #include "uffd_util.h"
 #include "vamr_lib.h"
+#include "child_util.h"
 
 #define ATTACKER 65534
 #define VICTIM 65533
@@ -67,20 +67,12 @@
 #define DEV_QPS 70
 #define REGIONS_PER_USER 3		/* lowered from 65536 for the test */
 #define PARAMS "/sys/module/vamr/parameters/"
-#define USERS "/sys/kernel/debug/vamr/users"
+#define USERS CHILD_USERS
 #define LAT_WRITES 200
 
 /* Exported by libibverbs for providers (IBVERBS_PRIVATE_34): see rdma_va.c. */
 int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
 		      struct ibv_sge *sg_list, uint32_t num_sge);
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Sets the module parameter PARAMS/name (restored by sys_guard_restore()): 0, or -1. */
 static int set_param(const char *name, long value)
@@ -126,33 +118,6 @@ static long user_count(uid_t uid, const char *col)
 	return idx > 0 ? v : -1;
 }
 
-/*
- * Whether @uid's entry in vamr/users is gone (nothing of it counted) within
- * @sec seconds (a fault request ends on its worker, after its process): 1, 0,
- * or -1 without the file.
- */
-static int user_gone(uid_t uid, double sec)
-{
-	double t0 = now_s();
-	char line[512];
-
-	for (;;) {
-		FILE *f = fopen(USERS, "re");
-		int found = 0;
-
-		if (!f)
-			return -1;
-		while (fgets(line, sizeof(line), f))
-			found |= isdigit((unsigned char)line[0]) && strtoul(line, NULL, 10) == uid;
-		fclose(f);
-		if (!found)
-			return 1;
-		if (now_s() - t0 > sec)
-			return 0;
-		usleep(20 * 1000);
-	}
-}
-
 /* What the children report, in shared memory. */
 struct shared {
 	int step;		/* first failed check of a child, 0 if none */
@@ -176,35 +141,6 @@ struct shared {
 	int quiet_done, flood_done, loaded_done, attacker_done;
 };
 
-#define CHILD_CHECK(_sh, _step, _cond, _fmt, ...) do {					\
-	if (!(_cond)) {									\
-		(_sh)->step = (_step);							\
-		snprintf((_sh)->msg, sizeof((_sh)->msg), _fmt, ##__VA_ARGS__);		\
-		_exit(_step);								\
-	}										\
-} while (0)
-
-static struct shared *shared_new(void)
-{
-	void *p = mmap(NULL, sizeof(struct shared), PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-/* Waits until *flag is set or @sec seconds passed; whether it was set. */
-static bool wait_flag(int *flag, double sec)
-{
-	double t0 = now_s();
-
-	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-		if (now_s() - t0 > sec)
-			return false;
-		usleep(10 * 1000);
-	}
-	return true;
-}
-
 /* The set-up every test needs: devices open to others, unprivileged userfaultfd. */
 static int open_up(struct __test_metadata *_metadata)
 {
@@ -220,36 +156,6 @@ static int open_up(struct __test_metadata *_metadata)
 	ASSERT_EQ(0, root_open_up());
 	ASSERT_EQ(0, sys_guard_set("/proc/sys/vm/unprivileged_userfaultfd", "1"));
 	return 0;
-}
-
-/* Forks @fn(sh) as @uid; the pid. */
-static pid_t spawn_as(uid_t uid, void (*fn)(struct shared *), struct shared *sh)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		CHILD_CHECK(sh, 99, !become_uid(uid), "cannot become uid %d", uid);
-		fn(sh);
-		_exit(0);
-	}
-	return pid;
-}
-
-/* Waits up to @sec for @pid; its exit status, or -1 (killed) after the time. */
-static int reap(pid_t pid, double sec)
-{
-	double t0 = now_s();
-	int status;
-
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_s() - t0 > sec) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		usleep(20 * 1000);
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* Registered memory made a trap: MISSING userfaultfd, pages dropped, nobody answers. */
@@ -290,11 +196,11 @@ struct advise_call {
 static void *advise_thread(void *arg)
 {
 	struct advise_call *c = arg;
-	double t0 = now_s();
+	double t0 = mono_s();
 
 	c->ret = ibv_cmd_advise_mr(c->pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, c->flags,
 				   &c->sge, 1);
-	c->took = now_s() - t0;
+	c->took = mono_s() - t0;
 	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -322,15 +228,15 @@ static void sync_advise_child(struct shared *sh)
 	c.pd = p.pd;
 	c.sge = (struct ibv_sge){ .addr = (uintptr_t)a, .length = len, .lkey = mr->lkey };
 	CHILD_CHECK(sh, 5, !pthread_create(&th, NULL, advise_thread, &c), "thread");
-	CHILD_CHECK(sh, 6, wait_flag(&t->h.seen, 10), "the advice raised no userfault in 10 s");
+	CHILD_CHECK(sh, 6, child_wait_flag(&t->h.seen, 10), "the advice raised no userfault in 10 s");
 	usleep(200 * 1000);
 	CHILD_CHECK(sh, 7, !__atomic_load_n(&c.done, __ATOMIC_ACQUIRE),
 		    "the advice returned %d before deregistration", c.ret);
-	t0 = now_s();
+	t0 = mono_s();
 	ret = ibv_dereg_mr(mr);
-	sh->dereg_s = now_s() - t0;
+	sh->dereg_s = mono_s() - t0;
 	CHILD_CHECK(sh, 8, !ret, "dereg: %s", strerror(ret));
-	CHILD_CHECK(sh, 9, wait_flag(&c.done, 5), "the advice still waits 5 s after dereg");
+	CHILD_CHECK(sh, 9, child_wait_flag(&c.done, 5), "the advice still waits 5 s after dereg");
 	pthread_join(th, NULL);
 	sh->blocked_ret = c.ret;
 	trap_release(t);
@@ -374,22 +280,22 @@ static void dev_prefetch_child(struct shared *sh)
 	ret = trap_arm(t, a, len);
 	CHILD_CHECK(sh, 4, !ret, "userfaultfd: %s", strerror(-ret));
 	CHILD_CHECK(sh, 5, !pthread_create(&th, NULL, prefetch_thread, &c), "thread");
-	CHILD_CHECK(sh, 6, wait_flag(&t->h.seen, 10), "the prefetch raised no userfault in 10 s");
+	CHILD_CHECK(sh, 6, child_wait_flag(&t->h.seen, 10), "the prefetch raised no userfault in 10 s");
 	usleep(200 * 1000);
 	CHILD_CHECK(sh, 7, !__atomic_load_n(&c.done, __ATOMIC_ACQUIRE),
 		    "the prefetch returned %d before UNREGISTER", c.ret);
-	t0 = now_s();
+	t0 = mono_s();
 	ret = vamr_unregister(c.vfd, c.handle);
-	sh->dereg_s = now_s() - t0;
+	sh->dereg_s = mono_s() - t0;
 	CHILD_CHECK(sh, 8, !ret, "unregister: %s", strerror(-ret));
-	CHILD_CHECK(sh, 9, wait_flag(&c.done, 5), "the prefetch still waits 5 s after UNREGISTER");
+	CHILD_CHECK(sh, 9, child_wait_flag(&c.done, 5), "the prefetch still waits 5 s after UNREGISTER");
 	pthread_join(th, NULL);
 	sh->blocked_ret = c.ret;
 	trap_release(t);
 	close(c.vfd);
 }
 
-/* Which child of a test a process is (set before spawn_as(); the fork keeps it). */
+/* Which child of a test a process is (set before CHILD_RUN_AS(); the fork keeps it). */
 static int child_idx;
 
 /*
@@ -433,13 +339,13 @@ static void advise_mrs(struct shared *sh, bool hold)
 	}
 	__atomic_store_n(&sh->ready[k], 1, __ATOMIC_RELEASE);
 	if (hold)
-		CHILD_CHECK(sh, 9, wait_flag(&sh->go, 60), "no go from the parent");
-	t0 = now_s();
+		CHILD_CHECK(sh, 9, child_wait_flag(&sh->go, 60), "no go from the parent");
+	t0 = mono_s();
 	for (i = 0; i < MRS; i++)
 		CHILD_CHECK(sh, 6, !ibv_dereg_mr(mr[i]), "dereg %d", i);
-	sh->dereg_s = now_s() - t0;
+	sh->dereg_s = mono_s() - t0;
 	for (i = 0; i < MRS; i++) {
-		CHILD_CHECK(sh, 7, wait_flag(&c[i].done, 5), "advice %d waits after dereg", i);
+		CHILD_CHECK(sh, 7, child_wait_flag(&c[i].done, 5), "advice %d waits after dereg", i);
 		pthread_join(th[i], NULL);
 	}
 	for (i = 0; i < MRS; i++)
@@ -500,11 +406,11 @@ static void dev_qps_close(struct ibv_cq *cq, struct ibv_qp **qp)
  */
 static int dev_poll(struct ibv_cq *cq, int want, double sec, int *status)
 {
-	double t0 = now_s();
+	double t0 = mono_s();
 	struct ibv_wc wc[16];
 	int n = 0, got;
 
-	while (n < want && now_s() - t0 < sec) {
+	while (n < want && mono_s() - t0 < sec) {
 		got = ibv_poll_cq(cq, 16, wc);
 		if (got <= 0) {
 			usleep(5 * 1000);
@@ -558,14 +464,14 @@ static void device_waits_child(struct shared *sh)
 
 		CHILD_CHECK(sh, 7, !ibv_post_send(qp[i], &wr, &bad), "post %d", i);
 	}
-	CHILD_CHECK(sh, 8, wait_flag(&t->h.seen, 10), "the WRITEs raised no userfault in 10 s");
+	CHILD_CHECK(sh, 8, child_wait_flag(&t->h.seen, 10), "the WRITEs raised no userfault in 10 s");
 	/* Those past the bound complete at once; give every responder task 2 s to get there. */
 	sh->early[0] = dev_poll(cq, DEV_QPS, 2.0, sh->early_status);
 	__atomic_store_n(&sh->ready[0], 1, __ATOMIC_RELEASE);
-	CHILD_CHECK(sh, 9, wait_flag(&sh->go, 60), "no go from the parent");
-	t0 = now_s();
+	CHILD_CHECK(sh, 9, child_wait_flag(&sh->go, 60), "no go from the parent");
+	t0 = mono_s();
 	ret = ibv_dereg_mr(mr);
-	sh->dereg_s = now_s() - t0;
+	sh->dereg_s = mono_s() - t0;
 	CHILD_CHECK(sh, 10, !ret, "dereg: %s", strerror(ret));
 	sh->late[0] = dev_poll(cq, DEV_QPS - sh->early[0], 10.0, sh->late_status);
 	trap_release(t);
@@ -607,7 +513,7 @@ static void regions_child(struct shared *sh)
 	sh->regs[1] = !ret;
 	sh->reg_err[1] = -ret;
 	__atomic_store_n(&sh->ready[0], 1, __ATOMIC_RELEASE);
-	CHILD_CHECK(sh, 4, wait_flag(&sh->go, 60), "no go from the parent");
+	CHILD_CHECK(sh, 4, child_wait_flag(&sh->go, 60), "no go from the parent");
 	if (n > 0) {
 		CHILD_CHECK(sh, 5, !ibv_dereg_mr(mr[n - 1]), "dereg");
 		mr[n - 1] = ibv_reg_mr(p.pd, a, PAGE, ACC | VAMR_ACCESS_VA);
@@ -619,7 +525,7 @@ static void regions_child(struct shared *sh)
 	if (sh->regs[1])
 		vamr_unregister(vfd, h);
 	__atomic_store_n(&sh->ready[1], 1, __ATOMIC_RELEASE);
-	CHILD_CHECK(sh, 7, wait_flag(&sh->go2, 60), "no second go from the parent");
+	CHILD_CHECK(sh, 7, child_wait_flag(&sh->go2, 60), "no second go from the parent");
 	close(vfd);
 	CHILD_CHECK(sh, 8, !rdma_pair_close(&p), "close");
 }
@@ -639,13 +545,13 @@ static double write_latency(struct shared *sh, struct rdma_pair *p, uint8_t *src
 	int i;
 
 	for (i = 0; i < LAT_WRITES; i++) {
-		double t0 = now_s();
+		double t0 = mono_s();
 		int ret;
 
 		pattern_fill(src, PAGE, 40 + i, 0);
 		ret = rdma_pair_write_sync(p, 0, src, smr->lkey, (uintptr_t)dst, dmr->rkey, PAGE,
 					   2000);
-		lat[i] = (now_s() - t0) * 1000;
+		lat[i] = (mono_s() - t0) * 1000;
 		if (lat[i] > sh->max_ms)
 			sh->max_ms = lat[i];
 		if (ret) {
@@ -674,11 +580,11 @@ static void victim_child(struct shared *sh)
 	CHILD_CHECK(sh, 14, !rdma_pair_reg_mr(&p, dst, PAGE, ACC, &dmr), "MR");
 	sh->quiet_ms = write_latency(sh, &p, src, smr, dst, dmr);
 	__atomic_store_n(&sh->quiet_done, 1, __ATOMIC_RELEASE);
-	CHILD_CHECK(sh, 15, wait_flag(&sh->flood_done, 120), "the flood did not end");
+	CHILD_CHECK(sh, 15, child_wait_flag(&sh->flood_done, 120), "the flood did not end");
 	sh->loaded_ms = write_latency(sh, &p, src, smr, dst, dmr);
 	__atomic_store_n(&sh->loaded_done, 1, __ATOMIC_RELEASE);
 	/* Quiet again once the attacker is gone: the same run's second reference. */
-	CHILD_CHECK(sh, 16, wait_flag(&sh->attacker_done, 120), "the attacker did not end");
+	CHILD_CHECK(sh, 16, child_wait_flag(&sh->attacker_done, 120), "the attacker did not end");
 	sh->after_ms = write_latency(sh, &p, src, smr, dst, dmr);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(dmr);
@@ -721,10 +627,10 @@ static void flood_child(struct shared *sh)
 	sh->fault_requests = q.counters.fault_requests;
 	__atomic_store_n(&sh->flood_done, 1, __ATOMIC_RELEASE);
 	/* The advice stays blocked while the victim measures. */
-	CHILD_CHECK(sh, 7, wait_flag(&sh->loaded_done, 120), "the victim did not finish");
-	t0 = now_s();
+	CHILD_CHECK(sh, 7, child_wait_flag(&sh->loaded_done, 120), "the victim did not finish");
+	t0 = mono_s();
 	ret = ibv_dereg_mr(mr);
-	sh->dereg_s = now_s() - t0;
+	sh->dereg_s = mono_s() - t0;
 	CHILD_CHECK(sh, 8, !ret, "dereg: %s", strerror(ret));
 	trap_release(t);
 	close(vfd);
@@ -734,7 +640,7 @@ static void flood_child(struct shared *sh)
 
 #define SETUP(sh, kmsg) do {								\
 	int _r;										\
-	sh = shared_new();								\
+	sh = child_shared_new(sizeof(struct shared));					\
 	ASSERT_NE(NULL, sh);								\
 	_r = open_up(_metadata);							\
 	if (_r == -ENODEV)								\
@@ -765,7 +671,7 @@ TEST_F_TIMEOUT(wait, sync_advise_dereg, 120)
 	int kmsg, st;
 
 	SETUP(sh, kmsg);
-	st = reap(spawn_as(ATTACKER, sync_advise_child, sh), 60);
+	st = child_reap(CHILD_RUN_AS(ATTACKER, sync_advise_child, sh), 60, false);
 	sys_guard_restore();
 	CHECK_CHILD(sh, st);
 	TH_LOG("dereg with a synchronous advice waiting on a userfault: %.3f s; advice: %s",
@@ -781,7 +687,7 @@ TEST_F_TIMEOUT(wait, dev_prefetch_unregister, 120)
 	int kmsg, st;
 
 	SETUP(sh, kmsg);
-	st = reap(spawn_as(ATTACKER, dev_prefetch_child, sh), 60);
+	st = child_reap(CHILD_RUN_AS(ATTACKER, dev_prefetch_child, sh), 60, false);
 	sys_guard_restore();
 	CHECK_CHILD(sh, st);
 	TH_LOG("UNREGISTER with a PREFETCH waiting on a userfault: %.3f s; prefetch: %s",
@@ -797,7 +703,7 @@ TEST_F_TIMEOUT(wait, fault_requests_per_mm, 120)
 	int kmsg, st;
 
 	SETUP(sh, kmsg);
-	st = reap(spawn_as(ATTACKER, per_mm_child, sh), 90);
+	st = child_reap(CHILD_RUN_AS(ATTACKER, per_mm_child, sh), 90, false);
 	sys_guard_restore();
 	CHECK_CHILD(sh, st);
 	TH_LOG("%d advices: %d returned at once (%d with EAGAIN), %d ended by dereg "
@@ -812,7 +718,7 @@ TEST_F_TIMEOUT(wait, fault_requests_per_mm, 120)
 
 /* Skips unless debugfs vamr/users is there; asserts that nothing of the attacker is counted. */
 #define NEED_USERS() do {								\
-	int _g = user_gone(ATTACKER, 5);						\
+	int _g = child_user_gone(ATTACKER, 5);						\
 	if (_g < 0) {									\
 		sys_guard_restore();							\
 		SKIP(return, "no " USERS " (debugfs not mounted?)");			\
@@ -831,22 +737,22 @@ TEST_F_TIMEOUT(wait, fault_requests_per_user, 180)
 	NEED_USERS();
 	ASSERT_EQ(0, set_param("max_fault_requests_per_user", FAULT_REQUESTS_PER_USER));
 	child_idx = 0;
-	a = spawn_as(ATTACKER, per_user_child, sh);
+	a = CHILD_RUN_AS(ATTACKER, per_user_child, sh);
 	ASSERT_LE(0, a);
-	if (wait_flag(&sh->ready[0], 60)) {
+	if (child_wait_flag(&sh->ready[0], 60)) {
 		child_idx = 1;
-		b = spawn_as(ATTACKER, per_user_child, sh);
-		if (b > 0 && wait_flag(&sh->ready[1], 60)) {
+		b = CHILD_RUN_AS(ATTACKER, per_user_child, sh);
+		if (b > 0 && child_wait_flag(&sh->ready[1], 60)) {
 			held = user_count(ATTACKER, "max_fault_requests_per_user");
 			waits = user_count(ATTACKER, "max_device_waits_per_user");
 			regions = user_count(ATTACKER, "max_regions_per_user");
 		}
 	}
 	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
-	sa = reap(a, 90);
+	sa = child_reap(a, 90, false);
 	if (b > 0)
-		sb = reap(b, 90);
-	gone = user_gone(ATTACKER, 5);
+		sb = child_reap(b, 90, false);
+	gone = child_user_gone(ATTACKER, 5);
 	sys_guard_restore();
 	CHECK_CHILD(sh, sa);
 	CHECK_CHILD(sh, sb);
@@ -879,15 +785,15 @@ TEST_F_TIMEOUT(wait, device_waits_per_mm, 120)
 	SETUP(sh, kmsg);
 	NEED_USERS();
 	child_idx = 0;
-	pid = spawn_as(ATTACKER, device_waits_child, sh);
+	pid = CHILD_RUN_AS(ATTACKER, device_waits_child, sh);
 	ASSERT_LE(0, pid);
-	if (wait_flag(&sh->ready[0], 60)) {
+	if (child_wait_flag(&sh->ready[0], 60)) {
 		waits = user_count(ATTACKER, "max_device_waits_per_user");
 		requests = user_count(ATTACKER, "max_fault_requests_per_user");
 	}
 	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
-	st = reap(pid, 60);
-	gone = user_gone(ATTACKER, 5);
+	st = child_reap(pid, 60, false);
+	gone = child_user_gone(ATTACKER, 5);
 	waits_after = user_count(ATTACKER, "max_device_waits_per_user");
 	sys_guard_restore();
 	CHECK_CHILD(sh, st);
@@ -926,16 +832,16 @@ TEST_F_TIMEOUT(wait, va_mrs_count_per_user, 120)
 	SETUP(sh, kmsg);
 	NEED_USERS();
 	ASSERT_EQ(0, set_param("max_regions_per_user", REGIONS_PER_USER));
-	pid = spawn_as(ATTACKER, regions_child, sh);
+	pid = CHILD_RUN_AS(ATTACKER, regions_child, sh);
 	ASSERT_LE(0, pid);
-	if (wait_flag(&sh->ready[0], 60))
+	if (child_wait_flag(&sh->ready[0], 60))
 		held = user_count(ATTACKER, "max_regions_per_user");
 	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
-	if (wait_flag(&sh->ready[1], 60))
+	if (child_wait_flag(&sh->ready[1], 60))
 		after = user_count(ATTACKER, "max_regions_per_user");
 	__atomic_store_n(&sh->go2, 1, __ATOMIC_RELEASE);
-	st = reap(pid, 60);
-	gone = user_gone(ATTACKER, 5);
+	st = child_reap(pid, 60, false);
+	gone = child_user_gone(ATTACKER, 5);
 	sys_guard_restore();
 	CHECK_CHILD(sh, st);
 	TH_LOG("max_regions_per_user %d: %d VA MRs, then ibv_reg_mr: %s; /dev/vamr REGISTER: "
@@ -962,13 +868,13 @@ TEST_F_TIMEOUT(wait, async_advise_flood, 300)
 	double quiet;
 
 	SETUP(sh, kmsg);
-	victim = spawn_as(VICTIM, victim_child, sh);
+	victim = CHILD_RUN_AS(VICTIM, victim_child, sh);
 	ASSERT_LE(0, victim);
-	if (wait_flag(&sh->quiet_done, 120))
-		attacker = spawn_as(ATTACKER, flood_child, sh);
-	vs = reap(victim, 240);
+	if (child_wait_flag(&sh->quiet_done, 120))
+		attacker = CHILD_RUN_AS(ATTACKER, flood_child, sh);
+	vs = child_reap(victim, 240, false);
 	if (attacker > 0)
-		as = reap(attacker, 60);
+		as = child_reap(attacker, 60, false);
 	sys_guard_restore();
 	CHECK_CHILD(sh, vs);
 	CHECK_CHILD(sh, as);

@@ -45,7 +45,7 @@
  *                 complaint.
  *
  * Items covered elsewhere (not repeated here): an MR beyond RLIMIT_MEMLOCK
- * for an unprivileged user (rdma_stress unpriv_memlock, VmPin checked),
+ * for an unprivileged user (rdma_stress_unpriv unpriv_memlock, VmPin checked),
  * atomics on read-only and PROT_NONE mappings (rdma_special ro_*_file,
  * prot_none, mprotect_ro_after_reg), an atomic after munmap + mmap
  * (rdma_va munmap_mmap), VA with ODP (rdma_va va_with_odp_refused).

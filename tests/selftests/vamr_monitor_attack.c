@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "mm_util.h"
 #include "sys_guard.h"
 #include "rdma_pair.h"
 #include "unpriv_util.h"
@@ -41,22 +42,6 @@
 #define MAP_PAGES (VAMR_WATCH_MAP_LEN / PAGE)
 #define PER_PAGE (PAGE / 8)
 #define NOBODY 65534
-
-/* Newer than some C libraries' headers (values of include/uapi/asm-generic/mman-common.h). */
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#define MADV_POPULATE_WRITE 23
-#endif
-#ifndef MADV_DONTNEED_LOCKED
-#define MADV_DONTNEED_LOCKED 24
-#endif
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-
 
 static uint8_t *anon(size_t len)
 {

@@ -30,13 +30,6 @@
 #define RW (VAMR_ACCESS_READ | VAMR_ACCESS_WRITE)
 #define CNT(f) offsetof(struct vamr_counters, f)
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
-
 FIXTURE(verify)
 {
 	int fd;
