@@ -24,7 +24,7 @@ use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
 use crate::pin::{PinMode, PinnedPage};
-use crate::stats::{self, Counters, Extra, Kind};
+use crate::stats::{Counters, Kind};
 use crate::trace;
 use crate::uapi;
 use kernel::mm::{Mm, MmWithUser};
@@ -676,13 +676,7 @@ impl Registration {
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
         let mode = region.registration_mode();
-        // The pin rounds' cost, for the benchmark (`stats::Extra`; clocks only when it asks).
-        let clock = stats::RoundClock::start();
         let filled = region.fill(mm, 0, region.npages, PinCause::Register, mode);
-        if let Ok(n) = filled {
-            stats::extra_add(Extra::RegPinPages, n as u64);
-            clock.add_to(Extra::RegPinNs, Extra::RegPinCpuNs);
-        }
         let (pinned, err) = match filled {
             Ok(n) => (n, 0),
             Err(e) => (0, e.to_errno()),

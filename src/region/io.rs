@@ -6,7 +6,7 @@
 
 use super::{PinCause, Region, RegionError, RegionResult, REPIN_ATTEMPTS};
 use crate::pin::{PinMode, PIN_BATCH};
-use crate::stats::{self, Extra, Kind};
+use crate::stats::Kind;
 use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::page::{BorrowedPage, PAGE_SIZE};
@@ -228,8 +228,6 @@ impl Region {
     /// does not promise a usable pin (an invalidation may have won): the caller looks again.
     /// Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> RegionResult {
-        // The slow path's cost, for the benchmark (`stats::Extra`; clocks only when it asks).
-        let clock = stats::RoundClock::start();
         let mm = self.mm().mmget_not_zero().ok_or(RegionError::Dead)?;
         let mode = PinMode {
             write,
@@ -267,9 +265,6 @@ impl Region {
         if let Ok(n) = pinned {
             // The window ends where the round did (for a stream, at least the window).
             self.ahead.set(idx, idx + n.max(fault), size);
-            stats::extra_add(Extra::AccessPinRounds, 1);
-            stats::extra_add(Extra::AccessPinPages, n as u64);
-            clock.add_to(Extra::AccessPinNs, Extra::AccessPinCpuNs);
         }
         match pinned {
             // A fault that would wait (a userfault, I/O): a work item delivers it, and this
