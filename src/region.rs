@@ -215,8 +215,6 @@ pub(crate) struct Region {
     /// queries, and the numbering of [`RegionInner::inval_log`]. Written only by the invalidate
     /// callback, under `inner`, with Release after its `set_seq` (see `Region::round_begin`).
     generation: Atomic<u64>,
-    /// The on-demand window of accesses (a hint, see [`io::AheadWindow`]).
-    ahead: io::AheadWindow,
     /// Per-region counters.
     pub(crate) stats: Counters,
 }
@@ -501,7 +499,6 @@ impl Region {
             cancelled: Atomic::new(false),
             fault_waiters: Atomic::new(0),
             generation: Atomic::new(0),
-            ahead: io::AheadWindow::new(),
             stats: Counters::new(),
         })
     }
