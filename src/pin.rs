@@ -60,7 +60,8 @@ const _: () =
 ///
 /// `tagged` is a `struct page` pointer plus a combination of the `TAG_*` bits (the page
 /// address has them clear); the page holds one `FOLL_PIN` reference owned by this value,
-/// released exactly once, by `Drop` or by [`PinnedPage::release_in_invalidation`].
+/// released exactly once, by `Drop`, by [`PinnedPage::release_in_invalidation`], or by
+/// [`unpin_table`] for the pins of a table given up to it.
 #[repr(transparent)]
 pub(crate) struct PinnedPage {
     tagged: NonNull<bindings::page>,
@@ -167,6 +168,216 @@ impl Drop for PinnedPage {
         // SAFETY: by the type invariant `page` holds our pin, released only here; the array has
         // exactly one entry.
         unsafe { bindings::unpin_user_pages_dirty_lock(&mut page, 1, self.dirty()) };
+    }
+}
+
+/// Slots [`unpin_table`] goes through per chunk: one `unpin_user_pages_dirty_lock()` call
+/// per chunk for its scattered pins, and a rescheduling point between two chunks (as
+/// `ib_umem_release()` has every 4096 entries).
+const UNPIN_CHUNK: usize = 4096;
+
+/// The shortest run of consecutive page frames that [`unpin_table`] releases with a call of
+/// its own (`unpin_user_page_range_dirty_lock()`); the pins of shorter runs are compacted.
+const RANGE_MIN: usize = 16;
+
+/// The size of a `struct page` in bytes: the distance between the `struct page`s of two
+/// consecutive page frames (the kernel's `page + 1`). A multiple of the tag bits' span, so
+/// adding it to a tagged pointer keeps the tags.
+const PAGE_STRUCT: usize = core::mem::size_of::<bindings::page>();
+const _: () = assert!(PAGE_STRUCT % (TAG_MASK + 1) == 0);
+
+/// Unpins every pin of a pin table being torn down: `len` slots at `slots`, `None` for an
+/// absent page; returns the number of pins released. Pages pinned for writing are dirtied.
+///
+/// Goes through the table in chunks of [`UNPIN_CHUNK`] slots, reading each slot once or
+/// twice in the usual layouts, at most [`RANGE_MIN`] + 1 times in the worst one (a broken
+/// run that each earlier slot's look-ahead takes for a long one, so each scans up to the
+/// break). A pin taken for writing (the common case) that starts a run of at least
+/// [`RANGE_MIN`] consecutive page frames, with the same tags, is released with the whole run
+/// by one `unpin_user_page_range_dirty_lock(.., true)` call, as `ib_umem_release()` releases
+/// a scatterlist entry; the slot [`RANGE_MIN`] - 1 on is looked at first, so a page that
+/// starts no such run costs one more load. A run is a run of `struct page` pointers
+/// `PAGE_STRUCT` apart, exactly the pages `unpin_user_page_range_dirty_lock()` walks (`start +
+/// i` in `gup_folio_range_next()`, mm/gup.c of 7.3), so what is detected is what is released
+/// whatever the memory model. The other write pins are compacted in place, as
+/// untagged page pointers, to the start of the chunk, and one
+/// `unpin_user_pages_dirty_lock(.., true)` call releases them. Read pins (rare: read
+/// prefetch, on-demand reads, read-only regions) go through a 64-entry array on the stack.
+/// Outside invalidations only: may sleep on folio locks and reschedules, so no lock may be
+/// held.
+///
+/// Why both: a call costs about as much as unpinning a page and freshly faulted anonymous
+/// memory often comes in runs of one or two pages, where one call per run (as
+/// `ib_umem_release()` makes) costs most; where the pages are contiguous, the stores of the
+/// compaction cost most. Row [2] of `Documentation/bench-results.rst` shows the result.
+///
+/// # Safety
+///
+/// `slots` is valid for reads and writes of `len` initialized `Option<PinnedPage>` values,
+/// which the caller gives up to this call (their pins are released here): afterwards the
+/// memory holds no valid value and must be freed without being read or dropped.
+pub(crate) unsafe fn unpin_table(slots: *mut Option<PinnedPage>, len: usize) -> usize {
+    // The slots as page pointers: an `Option<PinnedPage>` is one (asserted at the top),
+    // `None` the null pointer and `Some` the tagged `struct page` pointer.
+    let base = slots.cast::<*mut bindings::page>();
+    // Created at the first read pin: a table of write pins (the common case) then does not
+    // pay for setting the batch up.
+    let mut clean: Option<CleanBatch> = None;
+    let mut count = 0;
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(UNPIN_CHUNK);
+        // SAFETY: `done + n <= len`: both pointers are within (or one past) the slots;
+        // `peek_end` is at most `n` slots before `end`, so not below `chunk`.
+        let (chunk, end, peek_end) = unsafe {
+            let end = base.add(done + n);
+            (base.add(done), end, end.sub(n.min(RANGE_MIN - 1)))
+        };
+        let (mut src, mut dst) = (chunk, chunk);
+        while src != end {
+            // SAFETY: `src` is in `[chunk, end)`, an initialized slot whose pin is still there
+            // (`dst` is not ahead of `src`, so the compaction only wrote slots behind it).
+            let tagged = unsafe { src.read() };
+            if tagged as usize & TAG_DIRTY != 0 {
+                // The pin's page pointer, as in `PinnedPage::as_ptr`.
+                let page = tagged.wrapping_byte_sub(tagged as usize & TAG_MASK);
+                let last = (tagged as usize).wrapping_add((RANGE_MIN - 1) * PAGE_STRUCT);
+                // SAFETY: below `peek_end`, `src + RANGE_MIN - 1` is a slot of the chunk, not
+                // written yet (it is ahead of `src`); only compared.
+                if src < peek_end && unsafe { src.add(RANGE_MIN - 1).read() } as usize == last {
+                    // SAFETY: `src < end`, the slots from `src` to `end` are unread or only
+                    // compared, so `run_end` reads initialized slots.
+                    let next = unsafe { run_end(src, end, tagged as usize) };
+                    // SAFETY: both derived from `chunk`, `src < next <= end`.
+                    let run = unsafe { next.offset_from(src) } as usize;
+                    if run >= RANGE_MIN {
+                        // The loop goes on after slots `src..next` and never reads them again.
+                        // SAFETY: they hold one write pin each of `page`, `page + 1`, ...
+                        // (given up to this call), released exactly once, here.
+                        unsafe { bindings::unpin_user_page_range_dirty_lock(page, run, true) };
+                        count += run;
+                        src = next;
+                        continue;
+                    }
+                }
+                // The pin now belongs to the compacted pointers. `dst` is not ahead of `src`,
+                // so this overwrites this slot or one already read.
+                // SAFETY: `chunk <= dst <= src < end`: within the slots.
+                unsafe {
+                    dst.write(page);
+                    dst = dst.add(1);
+                }
+            } else if !tagged.is_null() {
+                // SAFETY: `tagged` is a pin given up to this call (see above), not used again.
+                count += unsafe { clean.get_or_insert_with(CleanBatch::new).push(tagged) };
+            }
+            // SAFETY: `src < end`, so the result is at most `end`.
+            src = unsafe { src.add(1) };
+        }
+        // SAFETY: `dst` was derived from `chunk` and is not below it.
+        let dirty = unsafe { dst.offset_from(chunk) } as usize;
+        if dirty > 0 {
+            // SAFETY: `[chunk, dst)` holds one untagged page pointer per pin taken for writing
+            // outside the long runs (written above), each released exactly once, here.
+            unsafe { bindings::unpin_user_pages_dirty_lock(chunk, dirty, true) };
+            count += dirty;
+        }
+        done += n;
+        if done < len {
+            // Teardown may sleep and holds no lock here.
+            cond_resched();
+        }
+    }
+    count + clean.map_or(0, |mut c| c.flush())
+}
+
+/// The end of the run of page frames that slot `src` (holding the tagged pointer `tagged`)
+/// starts: the first slot after it, at most `end`, that does not hold `tagged +
+/// PAGE_STRUCT`, `tagged + 2 * PAGE_STRUCT`, ... in turn (the same tags, the next frame's
+/// `struct page`).
+///
+/// # Safety
+///
+/// `src < end`, both in one allocation, and the slots in `(src, end)` are initialized (only
+/// read).
+unsafe fn run_end(
+    src: *mut *mut bindings::page,
+    end: *mut *mut bindings::page,
+    tagged: usize,
+) -> *mut *mut bindings::page {
+    // SAFETY: `src < end` (the contract).
+    let mut next = unsafe { src.add(1) };
+    let mut want = tagged.wrapping_add(PAGE_STRUCT);
+    // SAFETY: `next < end`: an initialized slot (the contract).
+    while next != end && unsafe { next.read() } as usize == want {
+        // SAFETY: `next < end`, so the result is at most `end`.
+        next = unsafe { next.add(1) };
+        want = want.wrapping_add(PAGE_STRUCT);
+    }
+    next
+}
+
+/// The read pins of [`unpin_table`], unpinned (not dirtied) 64 at a time.
+///
+/// # Invariants
+///
+/// `pages[..len]` are initialized, each an untagged page pointer holding one pin owned by the
+/// batch; `len < 64` between calls.
+struct CleanBatch {
+    pages: [core::mem::MaybeUninit<*mut bindings::page>; 64],
+    len: usize,
+}
+
+impl CleanBatch {
+    fn new() -> Self {
+        // Not initialized: a small region's teardown then does not clear 512 bytes of stack.
+        // INVARIANT: empty.
+        CleanBatch {
+            pages: [core::mem::MaybeUninit::uninit(); 64],
+            len: 0,
+        }
+    }
+
+    /// Takes the pin of `tagged` (a tagged `PinnedPage` pointer, not null), unpinning the batch
+    /// when full; returns the number of pins released. Out of line and cold: teardown's loop
+    /// stays short for the common pins, those taken for writing.
+    ///
+    /// # Safety
+    ///
+    /// `tagged` holds one pin that the caller gives to the batch.
+    #[cold]
+    #[inline(never)]
+    unsafe fn push(&mut self, tagged: *mut bindings::page) -> usize {
+        let page = tagged.wrapping_byte_sub(tagged as usize & TAG_MASK);
+        // INVARIANT: `len < 64`; the entry holds the pin given to us.
+        self.pages[self.len] = core::mem::MaybeUninit::new(page);
+        self.len += 1;
+        if self.len < self.pages.len() {
+            return 0;
+        }
+        self.flush()
+    }
+
+    /// Unpins what the batch holds; returns how many pins that was.
+    fn flush(&mut self) -> usize {
+        let n = self.len;
+        if n > 0 {
+            // SAFETY: by the type invariant the first `n` entries hold one pin each, owned by
+            // the batch and released exactly once, here (`len` is reset below).
+            unsafe {
+                bindings::unpin_user_pages_dirty_lock(self.pages.as_mut_ptr().cast(), n, false)
+            };
+        }
+        // INVARIANT: empty again.
+        self.len = 0;
+        n
+    }
+}
+
+impl Drop for CleanBatch {
+    /// Releases what is left (nothing after [`CleanBatch::flush`]): no pin outlives the batch.
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 

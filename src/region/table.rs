@@ -19,7 +19,9 @@ use kernel::sync::{MutexGuard, SpinLock};
 /// One pinned page of a region: the pin, whose owner's mark is the *suspect* flag (set by
 /// an invalidation over the page: the mapping may have changed, so accesses do not use the pin
 /// until the verify pass, or an access that pins again, checked it against the page table).
-/// One word ([`PinnedPage`]): 8 bytes per page of the region.
+/// One word ([`PinnedPage`]): 8 bytes per page of the region; `repr(transparent)`, so that
+/// teardown can hand the table to [`crate::pin::unpin_table`] as `Option<PinnedPage>` slots.
+#[repr(transparent)]
 pub(super) struct PagePin {
     pub(super) page: PinnedPage,
 }
@@ -47,8 +49,9 @@ impl PagePin {
     }
 }
 
-// 8 bytes per page of the region (`Option` uses the null niche of the pin).
-const _: () = assert!(core::mem::size_of::<Option<PagePin>>() == 8);
+// `unpin_all` passes the slots as `Option<PinnedPage>`s (`PagePin` is `repr(transparent)`).
+const _: () =
+    assert!(core::mem::size_of::<Option<PagePin>>() == core::mem::size_of::<Option<PinnedPage>>());
 
 /// The pin table of a region, under `Region::table`: one entry per page of the region;
 /// `None` is an absent page; used as a slice (`Deref`). A `KVVec`: 8 bytes per page, so large
@@ -74,29 +77,21 @@ impl core::ops::DerefMut for PinTable {
 }
 
 impl PinTable {
-    /// Unpins every pin of the table, which it consumes (teardown), one page at a time
-    /// (`PinnedPage`'s `Drop`: `unpin_user_pages_dirty_lock()`, dirtying the pages pinned for
-    /// writing), with a rescheduling point every [`UNPIN_CHUNK`] slots; returns the number of
-    /// pins released. Frees the table. Sleeps (folio locks, rescheduling points), so no lock
-    /// may be held.
+    /// Unpins every pin of the table, which it consumes (teardown), dirtying the pages pinned
+    /// for writing; returns the number of pins released. Frees the table. Sleeps (folio locks,
+    /// rescheduling points), so no lock may be held.
     pub(super) fn unpin_all(self) -> usize {
-        let mut n = 0;
-        for (i, slot) in self.0.into_iter().enumerate() {
-            if let Some(pin) = slot {
-                drop(pin);
-                n += 1;
-            }
-            if i % UNPIN_CHUNK == UNPIN_CHUNK - 1 {
-                crate::pin::cond_resched();
-            }
-        }
+        let (ptr, len, cap) = self.0.into_raw_parts();
+        // `into_raw_parts` gave the vector up without dropping its slots; a `PagePin` is a
+        // transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+        // SAFETY: `ptr` holds `len` initialized slots, now ours, given up to the call.
+        let n = unsafe { crate::pin::unpin_table(ptr.cast(), len) };
+        // SAFETY: the allocation `into_raw_parts` returned, with its capacity; length 0, so
+        // the slots (no longer valid) are neither read nor dropped, only freed.
+        drop(unsafe { KVVec::<Option<PagePin>>::from_raw_parts(ptr, 0, cap) });
         n
     }
 }
-
-/// Slots [`PinTable::unpin_all`] goes through between two rescheduling points (as
-/// `ib_umem_release()` has every 4096 entries).
-const UNPIN_CHUNK: usize = 4096;
 
 /// Most slots an invalidation visits per hold of `Region::table`: bounds the time a run of
 /// the data path waits for it (the invalidation itself has not returned until it visited all).

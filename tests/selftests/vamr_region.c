@@ -1058,8 +1058,8 @@ static int layout_pages_right(int fd, uint32_t h, uint8_t *a, uint8_t *buf, size
 
 /*
  * Teardown releases each pin exactly once whatever runs of consecutive page
- * frames the pins form (PinTable::unpin_all() in src/region/table.rs releases
- * them page by page; the layouts stay, against a return of run detection): a region of 4160 pages
+ * frames the pins form (unpin_table() in src/pin.rs releases a run of 16 or
+ * more frames with one call and compacts the others): a region of 4160 pages
  * over THP-backed memory (runs of up to 512 frames) that starts 32 pages into
  * a huge page, so that the 4096-slot chunk boundary cuts a run of 25 frames,
  * with single pages replaced by fresh ones (new frames) so that runs of exactly
