@@ -18,8 +18,12 @@
 //! - **Holders.** An [`MmRef`] holds the mm's entry in the registry: every region (its
 //!   `MmSlot`), every `/dev/vamr` file and every charge holds one, so the counts live as long
 //!   as anything they count.
-//! - **Lifetime.** When the last holder of an mm goes, its entry is removed from the registry
-//!   and its [`MmState`] freed (once a pending verify pass, which holds a reference, is done).
+//! - **One idle entry.** When the last holder of an mm goes, its entry (its [`MmState`]) is
+//!   kept as the registry's one *idle* entry ([`IDLE_KEY`]), and the idle entry it replaces is
+//!   freed if it has no holder: a process that registers and deregisters one MR at a time
+//!   then neither allocates and frees its state nor takes the registry lock at
+//!   deregistration. An idle entry holds its `mm_struct` (`mmgrab`, not the address space)
+//!   until another mm's last holder goes, or the module unloads.
 
 use crate::limits::{Budget, Counts};
 use kernel::list::{AtomicTracker, List, ListArc, ListLinks, TryNewListArc};
@@ -27,7 +31,7 @@ use kernel::mm::{Mm, MmWithUser};
 use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed, Release};
 use kernel::sync::{aref::ARef, Arc, ArcBorrow, LockedBy, SpinLock};
 use kernel::time::{delay::fsleep, msecs_to_jiffies, Delta};
 use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
@@ -48,16 +52,18 @@ const VERIFY_DELAY_MS: u32 = 2;
 /// is 0 no timer of the module is armed (see [`wait_for_timers`]).
 static LIVE_STATES: Atomic<usize> = Atomic::new(0);
 
-/// Waits until every [`MmState`] is gone, which means no verify timer is armed any more.
-/// Called at module exit, after `/dev/vamr` is gone and before the workqueue is destroyed: no
-/// region exists then (a driver using the in-kernel API holds the module until its regions
-/// are gone; every `/dev/vamr` file, and every events file, holds the module), so the registry
-/// is empty, no new timer is armed, and each armed one fires within [`VERIFY_DELAY_MS`] plus a
+/// Frees the idle entry, then waits until every [`MmState`] is gone, which means no verify
+/// timer is armed any more. Called at module exit, after `/dev/vamr` is gone and before the
+/// workqueue is destroyed: no region exists then (a driver using the in-kernel API holds the
+/// module until its regions are gone; every `/dev/vamr` file, and every events file, holds the
+/// module), so every entry is idle, the one idle entry is freed
+/// here, no new timer is armed, and each armed one fires within [`VERIFY_DELAY_MS`] plus a
 /// jiffy, queues its work, whose pass finds nothing and drops the last reference. Bounded by
 /// that delay and one pass. Sleeps.
 pub(crate) fn wait_for_timers() {
     let all = REGISTRY.lock().take();
     drop(all);
+    IDLE_KEY.store(0, Relaxed);
     while LIVE_STATES.load(Acquire) != 0 {
         fsleep(Delta::from_millis(1));
     }
@@ -68,6 +74,18 @@ kernel::sync::global_lock! {
     // symbol of the in-kernel API can be called.
     unsafe(uninit) static REGISTRY: Mutex<Option<RBTree<usize, Arc<MmState>>>> = None;
 }
+
+/// The key of the idle entry of [`REGISTRY`] (see the module documentation), 0 for none. Written
+/// only with [`REGISTRY`] held; read without it by [`MmRef`]'s drop.
+///
+/// An entry with no holder is the idle one, or is on its way out: the drop that took its
+/// count to 0 either sees its key here (and leaves it idle), or takes the lock and makes it
+/// the idle entry. Both sides use full barriers (the count's decrement and the key's exchange
+/// are `Full`, each before the other side's read): so when another mm's drop makes its own
+/// entry idle and reads this entry's count as not 0, this entry's drop sees the new key and
+/// takes the lock itself. At most one entry without a holder outlives the drop that emptied
+/// it.
+static IDLE_KEY: Atomic<usize> = Atomic::new(0);
 
 /// Initializes the registry. Called once, from module init.
 pub(crate) fn init() {
@@ -247,7 +265,7 @@ impl WorkItem for MmState {
 }
 
 /// A holder of an mm's entry in the registry, and so of its [`MmState`]: the counts of an mm
-/// stay while anything it counts lives. Dropping the last one removes the entry.
+/// stay while anything it counts lives. Dropping the last one makes the entry the idle one.
 ///
 /// # Invariants
 ///
@@ -264,9 +282,9 @@ impl MmRef {
     /// The handle of `mm`'s state, made on first use.
     ///
     /// Errors: `ENOMEM`. Process context, may sleep. Lock rules of [`REGISTRY`]: held only
-    /// here, in `Drop` (only when the last holder of an mm goes) and in [`wait_for_timers`],
-    /// around a lookup and an insert or remove; never taken by the invalidate path, so
-    /// allocating under it is fine; no entry is dropped under it.
+    /// here, in `Drop` (only when the last holder of an mm that is not the idle one goes) and
+    /// in [`wait_for_timers`], around a lookup and an insert or remove; never taken by the
+    /// invalidate path, so allocating under it is fine; no entry is dropped under it.
     pub(crate) fn get(mm: &Mm) -> Result<Self> {
         let key = mm.as_raw() as usize;
         let mut guard = REGISTRY.lock();
@@ -321,26 +339,34 @@ impl Clone for MmRef {
 }
 
 impl Drop for MmRef {
-    /// Gives the handle back; the last holder of an mm removes its entry from [`REGISTRY`]
-    /// (so it may sleep). The entry goes only if it still has no holder under the lock: a
-    /// holder is added from 0 only with [`REGISTRY`] held ([`MmRef::get`]).
+    /// Gives the handle back. The entry of an mm whose last holder this was becomes the idle
+    /// entry, and the previous idle entry is freed if it has no holder (see [`IDLE_KEY`]).
+    /// Takes [`REGISTRY`] only when the entry is not the idle one already, so it may sleep.
     fn drop(&mut self) {
-        if self.state.holders.fetch_sub(1, Relaxed) != 1 {
+        // Full: ordered before the read of `IDLE_KEY` (see there).
+        if self.state.holders.fetch_sub(1, Full) != 1 || IDLE_KEY.load(Relaxed) == self.key {
             return;
         }
         let removed = {
             let mut guard = REGISTRY.lock();
             let Some(tree) = guard.as_mut() else { return };
             // Still this mm's entry and still without a holder (a registration may have come
-            // in meanwhile, or its own last holder may have removed it already)?
+            // in meanwhile, or another mm's drop may have freed the entry)?
+            let empty = |s: &Arc<MmState>| s.holders.load(Relaxed) == 0;
             match tree.get(&self.key) {
-                Some(s) if Arc::ptr_eq(s, &self.state) && s.holders.load(Relaxed) == 0 => {
-                    tree.remove(&self.key)
+                Some(s) if Arc::ptr_eq(s, &self.state) && empty(s) => {
+                    // Full: ordered before the read of the old idle entry's count.
+                    let old = IDLE_KEY.xchg(self.key, Full);
+                    if old != self.key && tree.get(&old).is_some_and(empty) {
+                        tree.remove(&old)
+                    } else {
+                        None
+                    }
                 }
                 _ => None,
             }
         };
-        // The entry's state reference goes after the lock.
+        // The old idle entry's state reference goes after the lock.
         drop(removed);
     }
 }
