@@ -162,10 +162,6 @@ extern "C" {
     /// The module-wide counter `idx` summed over the possible CPUs; 0 for an `idx` out of
     /// range. Any context.
     pub(crate) fn vamr_global_sum(idx: u32) -> u64;
-
-    /// CPU time of current so far, in nanoseconds (what `task_sched_runtime()` computes). Any
-    /// context, does not sleep; disables IRQs for two loads.
-    pub(crate) fn vamr_task_cpu_ns() -> u64;
 }
 
 // `src/vamr_glue.c`: the events file, whose read, poll and release are in `src/events.rs`.

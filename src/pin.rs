@@ -413,7 +413,7 @@ pub(crate) struct PinMode {
 /// WP faults reach their handler: a `may_wait` caller waits for it (killable); any other
 /// caller gets `EBUSY` for any page whose fault would wait, instead of waiting.
 ///
-/// Returns the pins (at least one; in the value itself when the round is small, see [`Pins`]).
+/// Returns the pins (at least one, see [`Pins`]).
 /// Errors: when the first page fails, the error of
 /// `pin_user_pages_remote()`: `EFAULT` (nothing mapped there, the protection forbids the
 /// access, or with `nofault` the page is not present), `EBUSY` (a fault that a caller without
@@ -430,12 +430,6 @@ pub(crate) fn pin_user_range(
 ) -> Result<Pins> {
     let batch = npages.min(PIN_BATCH);
     let plan = GupPlan::new(mode, batch, must, fault);
-    if batch <= FEW_PINS {
-        let mut raw = [core::ptr::null_mut::<bindings::page>(); FEW_PINS];
-        // SAFETY: `raw` has room for `batch <= FEW_PINS` pointers.
-        let got = unsafe { plan.pin(mm, start, raw.as_mut_ptr()) }?;
-        return few_pins(&raw[..got], mode.write);
-    }
     // One buffer: GUP writes page pointers into it, and each becomes, in place, the
     // `PinnedPage` that owns its pin (same size, asserted above).
     let mut out: KVec<PinnedPage> = KVec::with_capacity(batch, GFP_KERNEL_ACCOUNT)?;
@@ -557,36 +551,7 @@ fn to_count(ret: isize) -> Result<usize> {
     Ok(ret as usize)
 }
 
-/// The pins of a small round: `raw` holds the pages GUP pinned, in order.
-fn few_pins(raw: &[*mut bindings::page], write: bool) -> Result<Pins> {
-    let mut pins: [Option<PinnedPage>; FEW_PINS] = [const { None }; FEW_PINS];
-    let mut len = 0;
-    for &page in raw {
-        // GUP never reports success with a NULL page. Should it, keep the pages before it (in
-        // address order) and unpin the ones after it.
-        let Some(page) = NonNull::new(page) else {
-            break;
-        };
-        // SAFETY: each page comes with one pin from GUP, now given to the `PinnedPage`;
-        // dropping it unpins.
-        pins[len] = Some(unsafe { PinnedPage::from_pinned(page, write) });
-        len += 1;
-    }
-    for &page in raw[len..].iter().skip(1) {
-        if let Some(page) = NonNull::new(page) {
-            // SAFETY: as above; dropped at once, which unpins.
-            drop(unsafe { PinnedPage::from_pinned(page, write) });
-        }
-    }
-    if len == 0 {
-        return Err(EFAULT);
-    }
-    // INVARIANT: `pins[..len]` hold the pages from `start` on, in order (the loop above stops
-    // at the first hole in GUP's result); the rest are `None`; `len <= FEW_PINS`.
-    Ok(Pins::Few { pins, len })
-}
-
-/// The pins of a large round: GUP wrote `got` page pointers into `out`'s buffer, each of which
+/// The pins of a round: GUP wrote `got` page pointers into `out`'s buffer, each of which
 /// becomes, in place, the `PinnedPage` that owns its pin.
 fn many_pins(mut out: KVec<PinnedPage>, got: usize, write: bool) -> Result<Pins> {
     let mut in_order = true;
@@ -614,47 +579,30 @@ fn many_pins(mut out: KVec<PinnedPage>, got: usize, write: bool) -> Result<Pins>
     }
     // INVARIANT: `out[i]` is the page at `start + i` pages (pushed in order, up to the first
     // hole in GUP's result).
-    Ok(Pins::Many(out))
+    Ok(Pins(out))
 }
 
-/// Most pins a [`Pins`] holds in itself.
-pub(crate) const FEW_PINS: usize = 8;
-
-/// The pins of one [`pin_user_range`] round, in address order: up to [`FEW_PINS`] in the value
-/// itself (64 bytes), so that the rounds of small registrations and of single-page accesses
-/// allocate nothing, more in a `KVec`. Dropping it unpins what it still holds.
+/// The pins of one [`pin_user_range`] round, in address order, in a `KVec`. Dropping it
+/// unpins what it still holds.
 ///
 /// # Invariants
 ///
-/// - The `i`-th pin (`pins[i]` of `Few`, `v[i]` of `Many`) is the page at the round's start
-///   address plus `i` pages: the region's commit puts it in slot `idx + i` (`src/region/fill.rs`).
-/// - `Few`: `len <= FEW_PINS`, `pins[..len]` are all `Some` and `pins[len..]` all `None`
-///   ([`Pins::into_pins`] and [`Pins::move_into`] count on it to keep the order and the count).
+/// - `self.0[i]` is the page at the round's start address plus `i` pages: the region's commit
+///   puts it in slot `idx + i` (`src/region/fill.rs`).
 /// - Only [`pin_user_range`] makes one, with at least one pin; [`Pins::move_into`] leaves it
-///   empty (`len == 0`, or an empty `KVec`), to be dropped.
-pub(crate) enum Pins {
-    /// `len` pins, in `pins[..len]` (the rest is `None`).
-    Few {
-        pins: [Option<PinnedPage>; FEW_PINS],
-        len: usize,
-    },
-    Many(KVec<PinnedPage>),
-}
+///   empty, to be dropped.
+pub(crate) struct Pins(KVec<PinnedPage>);
 
 impl Pins {
     /// Number of pins (at least one for a round's result).
     pub(crate) fn len(&self) -> usize {
-        match self {
-            Pins::Few { len, .. } => *len,
-            Pins::Many(v) => v.len(),
-        }
+        self.0.len()
     }
 
     /// Moves the pins, in address order, into `slots`, the `i`-th as `Some(wrap(pin))` into
     /// `slots[i]`, overwriting what is there (the caller makes sure it is `None`), and leaves
-    /// `self` empty; returns `true`. No test per pin for a batch in a `KVec`. `slots.len()` must
-    /// be [`Pins::len`]: otherwise nothing moves (the pins stay in `self`, unpinned when it is
-    /// dropped) and the result is `false`.
+    /// `self` empty; returns `true`. `slots.len()` must be [`Pins::len`]: otherwise nothing
+    /// moves (the pins stay in `self`, unpinned when it is dropped) and the result is `false`.
     pub(crate) fn move_into<T>(
         &mut self,
         slots: &mut [Option<T>],
@@ -663,34 +611,16 @@ impl Pins {
         if slots.len() != self.len() {
             return false;
         }
-        match self {
-            Pins::Many(v) => {
-                // Equal lengths: every drained pin lands in a slot, none is dropped here.
-                for (slot, pin) in slots.iter_mut().zip(v.drain_all()) {
-                    *slot = Some(wrap(pin));
-                }
-            }
-            Pins::Few { pins, len } => {
-                for (slot, pin) in slots.iter_mut().zip(pins[..*len].iter_mut()) {
-                    if let Some(pin) = pin.take() {
-                        *slot = Some(wrap(pin));
-                    }
-                }
-                // INVARIANT: every pin was taken, so `pins` is all `None` again.
-                *len = 0;
-            }
+        // Equal lengths: every drained pin lands in a slot, none is dropped here.
+        for (slot, pin) in slots.iter_mut().zip(self.0.drain_all()) {
+            *slot = Some(wrap(pin));
         }
         true
     }
 
     /// The pins, in address order.
     pub(crate) fn into_pins(self) -> impl Iterator<Item = PinnedPage> {
-        let (few, many) = match self {
-            Pins::Few { pins, .. } => (Some(pins), None),
-            Pins::Many(v) => (None, Some(v)),
-        };
-        let few = few.into_iter().flat_map(|a| a.into_iter().flatten());
-        Iterator::chain(few, many.into_iter().flatten())
+        self.0.into_iter()
     }
 }
 

@@ -24,7 +24,7 @@ use crate::notifier::{
     impl_has_interval_notifier, Event, IntervalNotifier, InvalidateHandler, Range, SeqToken,
 };
 use crate::pin::{PinMode, PinnedPage};
-use crate::stats::{self, Counters, Extra, Kind};
+use crate::stats::{Counters, Kind};
 use crate::trace;
 use crate::uapi;
 use kernel::mm::{Mm, MmWithUser};
@@ -215,8 +215,6 @@ pub(crate) struct Region {
     /// queries, and the numbering of [`RegionInner::inval_log`]. Written only by the invalidate
     /// callback, under `inner`, with Release after its `set_seq` (see `Region::round_begin`).
     generation: Atomic<u64>,
-    /// The on-demand window of accesses (a hint, see [`io::AheadWindow`]).
-    ahead: io::AheadWindow,
     /// Per-region counters.
     pub(crate) stats: Counters,
 }
@@ -501,7 +499,6 @@ impl Region {
             cancelled: Atomic::new(false),
             fault_waiters: Atomic::new(0),
             generation: Atomic::new(0),
-            ahead: io::AheadWindow::new(),
             stats: Counters::new(),
         })
     }
@@ -676,13 +673,7 @@ impl Registration {
         // Holes, and pages whose pin lost a race with an invalidation, stay absent and are
         // pinned on demand; other errors (EINTR, ENOMEM, EHWPOISON) fail the registration.
         let mode = region.registration_mode();
-        // The pin rounds' cost, for the benchmark (`stats::Extra`; clocks only when it asks).
-        let clock = stats::RoundClock::start();
         let filled = region.fill(mm, 0, region.npages, PinCause::Register, mode);
-        if let Ok(n) = filled {
-            stats::extra_add(Extra::RegPinPages, n as u64);
-            clock.add_to(Extra::RegPinNs, Extra::RegPinCpuNs);
-        }
         let (pinned, err) = match filled {
             Ok(n) => (n, 0),
             Err(e) => (0, e.to_errno()),

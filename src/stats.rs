@@ -10,10 +10,7 @@
 use crate::ffi;
 use crate::notifier::Event;
 use crate::uapi;
-use kernel::prelude::*;
 use kernel::sync::atomic::{Atomic, Relaxed};
-use kernel::time::{Instant, Monotonic};
-use kernel::uaccess::UserSliceReader;
 
 /// What is counted. Units: pages for the `*Pages`/`*Repins` kinds, bytes for `Bytes*`, events
 /// otherwise.
@@ -57,135 +54,6 @@ const _: () =
     assert!(core::mem::size_of::<uapi::CountersRecord>() == 8 * (Kind::COUNT + Event::COUNT));
 // The per-CPU module-wide counters have room for every kind and invalidation kind.
 const _: () = assert!(Kind::COUNT + Event::COUNT <= 32);
-
-/// Module-wide counters that `struct vamr_counters` does not carry: the cost of pinning, per
-/// page, on the data path's slow path (an access that pins on demand,
-/// `Region::pin_for_access`) and at registration (`Registration::insert_and_fill`), for the
-/// benchmark, which compares the two. Kept in the same per-CPU array, after the kinds and the
-/// invalidation kinds; read in debugfs (`vamr/access_pins`, [`debugfs_access_pins`]).
-///
-/// Two clocks: wall time (`ktime_get()`), which also counts the time the task waited for a
-/// CPU, and the task's own CPU time ([`task_cpu_ns`]), which is the cost; read only while
-/// debugfs `vamr/pin_clocks` is 1 ([`RoundClock`]), so the time counters cover the rounds that
-/// ran while it was.
-#[derive(Clone, Copy)]
-pub(crate) enum Extra {
-    /// Nanoseconds of wall time spent in on-demand pin rounds of accesses, from the decision
-    /// to pin to the round's end (window, GUP, commit).
-    AccessPinNs,
-    /// Pages those rounds pinned (committed).
-    AccessPinPages,
-    /// Nanoseconds of CPU time of the tasks running those rounds, in them.
-    AccessPinCpuNs,
-    /// Nanoseconds of wall time spent in registrations' pin rounds (GUP and commit).
-    RegPinNs,
-    /// Pages those rounds pinned.
-    RegPinPages,
-    /// Nanoseconds of CPU time of the registering tasks, in those rounds.
-    RegPinCpuNs,
-    /// On-demand slow paths of accesses counted in the three `AccessPin*` counters, each of
-    /// one or more pin rounds (up to `ROUND_MAX` pages; the pages per slow path tell its fixed
-    /// cost from its cost per page).
-    AccessPinRounds,
-}
-
-/// Whether pin rounds read the clocks behind the time counters of [`Extra`] (0 or 1): debugfs
-/// `vamr/pin_clocks`, 0 at load. The clocks cost a pin round four reads (`ktime_get()` and
-/// [`task_cpu_ns`], at its start and end), about 4 µs of a 4 KiB registration under TCG: a
-/// benchmark turns them on around what it measures, nobody else pays for them. The page and
-/// round counts are kept either way.
-static PIN_CLOCKS: Atomic<u32> = Atomic::new(0);
-
-/// The clocks of one pin round, for the time counters of [`Extra`]: read at the round's start
-/// by [`RoundClock::start`] when debugfs `vamr/pin_clocks` is 1, else not at all.
-pub(crate) struct RoundClock(Option<(Instant<Monotonic>, u64)>);
-
-impl RoundClock {
-    /// Starts the clocks of a round (when they are on). Any context, does not sleep.
-    pub(crate) fn start() -> Self {
-        if PIN_CLOCKS.load(Relaxed) == 0 {
-            return RoundClock(None);
-        }
-        RoundClock(Some((Instant::now(), task_cpu_ns())))
-    }
-
-    /// Adds the wall time since [`RoundClock::start`] to `ns` and the task's CPU time since
-    /// then to `cpu_ns` (when the clocks were on at the start). Any context, does not sleep.
-    pub(crate) fn add_to(&self, ns: Extra, cpu_ns: Extra) {
-        if let Some((t0, c0)) = self.0 {
-            extra_add(ns, t0.elapsed().as_nanos().max(0) as u64);
-            extra_add(cpu_ns, task_cpu_ns().wrapping_sub(c0));
-        }
-    }
-}
-
-/// debugfs `vamr/pin_clocks`, read: `0` or `1`.
-pub(crate) fn debugfs_pin_clocks_show(
-    _: &(),
-    f: &mut kernel::fmt::Formatter<'_>,
-) -> kernel::fmt::Result {
-    writeln!(f, "{}", PIN_CLOCKS.load(Relaxed))
-}
-
-/// debugfs `vamr/pin_clocks`, written: `0` (off) or `1` (on), optionally followed by a newline.
-/// Errors: `EINVAL` for anything else (or more than 8 bytes), `EFAULT` from the copy. Process
-/// context (the user copy may fault).
-pub(crate) fn debugfs_pin_clocks_store(_: &(), r: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 8];
-    let n = r.len();
-    if n == 0 || n > buf.len() {
-        return Err(EINVAL);
-    }
-    r.read_slice(&mut buf[..n])?;
-    let on = match &buf[..n] {
-        b"0" | b"0\n" => 0,
-        b"1" | b"1\n" => 1,
-        _ => return Err(EINVAL),
-    };
-    PIN_CLOCKS.store(on, Relaxed);
-    Ok(())
-}
-
-/// Where the [`Extra`] counters start in the per-CPU array.
-const EXTRA_BASE: usize = Kind::COUNT + Event::COUNT;
-const _: () = assert!(EXTRA_BASE + (Extra::AccessPinRounds as usize) < 32);
-
-/// Adds `n` to the module-wide counter `e`. Any context.
-pub(crate) fn extra_add(e: Extra, n: u64) {
-    global_add(EXTRA_BASE + e as usize, n);
-}
-
-/// The module-wide counter `e`, summed over the CPUs.
-fn extra_sum(e: Extra) -> u64 {
-    // SAFETY: no preconditions; sums a per-CPU array, `idx` checked in C.
-    unsafe { ffi::vamr_global_sum((EXTRA_BASE + e as usize) as u32) }
-}
-
-/// CPU time of the current task so far, in nanoseconds (what the scheduler's
-/// `task_sched_runtime()` computes for a running task; see `vamr_task_cpu_ns()` in
-/// `src/vamr_glue.c`). Only differences between two reads by the same task mean something.
-/// Any context, does not sleep.
-pub(crate) fn task_cpu_ns() -> u64 {
-    // SAFETY: no preconditions; reads current's scheduler clock with IRQs disabled.
-    unsafe { ffi::vamr_task_cpu_ns() }
-}
-
-/// The text of debugfs `vamr/access_pins`, the [`Extra`] counters since the module was loaded
-/// (a reader takes differences): `pages`, `ns` (wall) and `cpu_ns` of the on-demand pin rounds
-/// of accesses, then `reg_pages`, `reg_ns` and `reg_cpu_ns` of registrations' pin rounds, then
-/// `rounds`, the number of on-demand rounds of accesses counted in the first three.
-pub(crate) fn debugfs_access_pins(
-    _: &(),
-    f: &mut kernel::fmt::Formatter<'_>,
-) -> kernel::fmt::Result {
-    writeln!(f, "pages {}", extra_sum(Extra::AccessPinPages))?;
-    writeln!(f, "ns {}", extra_sum(Extra::AccessPinNs))?;
-    writeln!(f, "cpu_ns {}", extra_sum(Extra::AccessPinCpuNs))?;
-    writeln!(f, "reg_pages {}", extra_sum(Extra::RegPinPages))?;
-    writeln!(f, "reg_ns {}", extra_sum(Extra::RegPinNs))?;
-    writeln!(f, "reg_cpu_ns {}", extra_sum(Extra::RegPinCpuNs))?;
-    writeln!(f, "rounds {}", extra_sum(Extra::AccessPinRounds))
-}
 
 /// One set of counters.
 pub(crate) struct Counters {

@@ -587,32 +587,3 @@ u64 vamr_global_sum(unsigned int idx)
 		sum += per_cpu(vamr_global[idx], cpu);
 	return sum;
 }
-
-/*
- * CPU time of the current task so far, in ns: what task_sched_runtime()
- * (kernel/sched/core.c, not exported) computes for a running task, the
- * scheduler's sum plus the time since the scheduler last updated it. The
- * scheduler stamps exec_start with rq_clock_task(), which is
- * sched_clock_cpu() of the CPU less IRQ and steal time when those are
- * accounted (IRQ_TIME_ACCOUNTING, PARAVIRT_TIME_ACCOUNTING); then the part
- * since the last update also counts IRQ time. For the benchmark counters
- * (stats.rs, Extra): only differences between two reads by the same task
- * mean something. Any context, does not sleep; disables IRQs for two loads.
- */
-#include <linux/sched/clock.h>
-
-u64 vamr_task_cpu_ns(void)
-{
-	unsigned long flags;
-	u64 now, start, ns;
-
-	/* IRQs off: the tick's update_curr() moves both fields at once. */
-	local_irq_save(flags);
-	now = sched_clock_cpu(smp_processor_id());
-	start = current->se.exec_start;
-	ns = current->se.sum_exec_runtime;
-	local_irq_restore(flags);
-	if (now > start)
-		ns += now - start;
-	return ns;
-}

@@ -36,7 +36,6 @@ bool vamr_fatal_signal_pending(void);
 void vamr_cond_resched(void);
 void vamr_global_add(unsigned int idx, u64 n);
 u64 vamr_global_sum(unsigned int idx);
-u64 vamr_task_cpu_ns(void);
 struct workqueue_struct *vamr_alloc_workqueue(const char *name);
 s64 vamr_pinned_vm_add(struct mm_struct *mm, long npages);
 void vamr_pinned_vm_sub(struct mm_struct *mm, long npages);

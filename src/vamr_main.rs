@@ -139,14 +139,9 @@ struct VamrModule {
     _wq: ModuleQueue,
     _fault_wq: ModuleQueue,
     _globals: Globals,
-    /// debugfs `vamr/access_pins` (the slow path's cost, `stats::Extra`; `None` when it could
-    /// not be allocated: a diagnostic only), then its directory.
-    _access_pins: Option<Pin<KBox<File<()>>>>,
-    /// debugfs `vamr/pin_clocks` (whether pin rounds read the clocks behind `access_pins`'s
-    /// times, `stats::RoundClock`; `None` as above).
-    _pin_clocks: Option<Pin<KBox<File<()>>>>,
     /// debugfs `vamr/users` (each user's counts under the per-user limits,
-    /// `limits::debugfs_users`; `None` as above).
+    /// `limits::debugfs_users`; `None` when it could not be allocated: a diagnostic only),
+    /// then its directory.
     _users: Option<Pin<KBox<File<()>>>>,
     _debugfs: Dir,
 }
@@ -158,21 +153,6 @@ impl kernel::InPlaceModule for VamrModule {
         mm_state::init();
         limits::init();
         let debugfs = Dir::new(c"vamr");
-        let access_pins = KBox::pin_init(
-            debugfs.read_callback_file(c"access_pins", (), &stats::debugfs_access_pins),
-            GFP_KERNEL,
-        )
-        .ok();
-        let pin_clocks = KBox::pin_init(
-            debugfs.read_write_callback_file(
-                c"pin_clocks",
-                (),
-                &stats::debugfs_pin_clocks_show,
-                &stats::debugfs_pin_clocks_store,
-            ),
-            GFP_KERNEL,
-        )
-        .ok();
         let users = KBox::pin_init(
             debugfs.read_callback_file(c"users", (), &limits::debugfs_users),
             GFP_KERNEL,
@@ -183,8 +163,6 @@ impl kernel::InPlaceModule for VamrModule {
             _wq: ModuleQueue::new(c"vamr", &WORKQUEUE)?,
             _fault_wq: ModuleQueue::new(c"vamr_fault", &FAULT_WORKQUEUE)?,
             _globals: Globals,
-            _access_pins: access_pins,
-            _pin_clocks: pin_clocks,
             _users: users,
             _debugfs: debugfs,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"vamr" }),

@@ -41,7 +41,7 @@ pub(super) enum PinCause {
     OnDemand,
     /// An access: pins from its current page to the end of the access (page index `until`
     /// excluded), faulting pages in up to index `fault_until` (the access and its
-    /// [`AheadWindow`](super::io::AheadWindow)), and after that the pages already present,
+    /// [`AHEAD_PAGES`](super::io::AHEAD_PAGES)), and after that the pages already present,
     /// up to the call's end (`first + count`, at most `ROUND_MAX` pages); stops at the first
     /// page that cannot be pinned (the access fails there if it is its first page; at a later
     /// page of its own, in its next slow path). Pinning ahead never faults a

@@ -6,12 +6,12 @@
 
 use super::{PinCause, Region, RegionError, RegionResult, REPIN_ATTEMPTS};
 use crate::pin::{PinMode, PIN_BATCH};
-use crate::stats::{self, Extra, Kind};
+use crate::stats::Kind;
 use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::page::{BorrowedPage, PAGE_SIZE};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Full, Relaxed};
+use kernel::sync::atomic::{Acquire, Atomic, Full};
 
 /// Direction of a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -51,11 +51,11 @@ pub(crate) enum AtomicOp {
 /// in-kernel API copies more at once.
 pub(super) const RUN_PAGES: usize = 16;
 
-/// The on-demand window of a region's accesses: pages after its own that an access that must
-/// pin may fault in, in the same GUP call (for its direction): the absent slots right after
-/// the access, up to the first slot that holds a pin, at most the window's size from the
-/// access's first missing page. Absent slots after the window, up to [`ROUND_MAX`] pages from
-/// that page, are pinned too when the page table maps them already (lockless, `FOLL_NOFAULT`:
+/// The on-demand window of a region's accesses, in pages (256 KiB): pages after its own that an
+/// access that must pin may fault in, in the same GUP call (for its direction): the absent
+/// slots right after the access, up to the first slot that holds a pin, at most this many from
+/// the access's first missing page. Absent slots after the window, up to [`ROUND_MAX`] pages
+/// from that page, are pinned too when the page table maps them already (lockless, `FOLL_NOFAULT`:
 /// nothing is allocated or faulted there), unless the window itself had to be faulted in (the
 /// slow path then ends with it). A stream of packets over freshly mapped or remapped
 /// memory then takes one slow path per window (per [`ROUND_MAX`] pages, when the process wrote
@@ -64,77 +64,24 @@ pub(super) const RUN_PAGES: usize = 16;
 /// does the same after a responder page fault (`MAX_PREFETCH_LEN`, 4 MiB,
 /// drivers/infiniband/hw/mlx5/odp.c).
 ///
-/// The size adapts the way readahead does (mm/readahead.c): it starts at [`AHEAD_INIT`] pages,
-/// doubles up to [`AHEAD_MAX`] (one GUP batch) each time a slow path comes at or after the end
-/// of the last window (the stream used it), halves down to [`AHEAD_MIN`] each time a slow path
-/// comes *inside* the last window (a page pinned ahead was invalidated before the access got to
-/// it, or the round lost it to an invalidation: while the process remaps under a stream, pins
-/// made far ahead are work thrown away), and starts again at [`AHEAD_INIT`] after a jump.
-///
 /// Suspect pins are not in the window: the verify pass keeps them without GUP when their page
 /// did not change (a VMA split marks a whole 2 MiB block suspect), and re-pinning 512 of them in
 /// the path of one packet would delay its response while the process keeps remapping. Bounded
 /// by the region's end; a page of the window that cannot be pinned ends it. Like ODP's
 /// prefetch, this may fault in pages that the process released (MADV_DONTNEED) next to the
 /// page the peer touches, once the verify pass found them gone; the verify pass itself never
-/// faults.
-///
-/// The fields are a hint, read and written with relaxed atomics and no lock: accesses that
-/// race on them only size each other's windows less well.
-pub(super) struct AheadWindow {
-    /// First page index of the last window (`usize::MAX`: none yet).
-    start: Atomic<usize>,
-    /// Page index after the last window.
-    end: Atomic<usize>,
-    /// Size of the last window, in pages (`AHEAD_MIN..=AHEAD_MAX`).
-    size: Atomic<usize>,
-}
+/// faults. Fixed, not adaptive: a slow path inside a window that an invalidation took back
+/// re-faults at most this many pages.
+pub(super) const AHEAD_PAGES: usize = 64;
 
-/// Size of an access's first window, in pages (256 KiB).
-pub(super) const AHEAD_INIT: usize = 64;
-/// Smallest window, in pages: one run of the data path ([`RUN_PAGES`]).
-pub(super) const AHEAD_MIN: usize = RUN_PAGES;
-/// Largest window, in pages: one GUP batch ([`PIN_BATCH`], 2 MiB).
-pub(super) const AHEAD_MAX: usize = PIN_BATCH;
 /// Most pages one slow path of an access pins, in pages (4 MiB, mlx5's `MAX_PREFETCH_LEN`):
-/// the access's own pages and its window ([`AHEAD_MAX`] at most) may be faulted in, the rest
+/// the access's own pages and its window ([`AHEAD_PAGES`]) may be faulted in, the rest
 /// only if present; in pin rounds of at most [`PIN_BATCH`] (two when every page is present).
 /// Two batches, not one: most of a slow path's extra cost over a registration's is paid once
 /// per slow path (the first touch of the page tables, `struct page`s and code after the
 /// worker adopted the mm), so a longer slow path spreads it (row [3b] of
 /// `Documentation/bench-results.rst`).
 pub(super) const ROUND_MAX: usize = 2 * PIN_BATCH;
-
-impl AheadWindow {
-    /// No window yet.
-    pub(super) const fn new() -> Self {
-        AheadWindow {
-            start: Atomic::new(usize::MAX),
-            end: Atomic::new(usize::MAX),
-            size: Atomic::new(AHEAD_INIT),
-        }
-    }
-
-    /// The size, in pages from `idx`, of the window of a slow path at page `idx` (see above).
-    fn size_at(&self, idx: usize) -> usize {
-        let (start, end) = (self.start.load(Relaxed), self.end.load(Relaxed));
-        let size = self.size.load(Relaxed).clamp(AHEAD_MIN, AHEAD_MAX);
-        if start <= idx && idx < end {
-            (size / 2).max(AHEAD_MIN)
-        } else if idx >= end && idx - end <= size {
-            (size * 2).min(AHEAD_MAX)
-        } else {
-            AHEAD_INIT
-        }
-    }
-
-    /// Remembers the window `[start, end)` of `size` pages just pinned.
-    fn set(&self, start: usize, end: usize, size: usize) {
-        self.start.store(start, Relaxed);
-        self.end.store(end, Relaxed);
-        self.size.store(size, Relaxed);
-    }
-}
 
 impl Region {
     /// The data path: calls `f(page, in_page, done, n)` for each page-bounded piece of the `len`
@@ -150,7 +97,7 @@ impl Region {
     /// Slow path: a piece whose page has no usable pin (absent, suspect, or a read pin for a
     /// write) ends the run; the page is pinned on demand (for writing when `write`, upgrading a
     /// read pin) together with the rest of the access and the slots after it, at most
-    /// [`ROUND_MAX`] pages in GUP calls of at most [`PIN_BATCH`] (see [`AheadWindow`]), then the
+    /// [`ROUND_MAX`] pages in GUP calls of at most [`PIN_BATCH`] (see [`AHEAD_PAGES`]), then the
     /// runs go on.
     ///
     /// Errors ([`RegionError`]): `NoPage` when nothing is mapped at a page or the protection
@@ -224,23 +171,20 @@ impl Region {
     /// `write`) together with the pages of the same access up to index `last` and the absent
     /// slots right after it (suspect pins there are left to the verify pass, which keeps them
     /// without GUP), at most [`ROUND_MAX`] pages in all (pin rounds of at most [`PIN_BATCH`]),
-    /// faulting in only the access's pages and the region's [`AheadWindow`] from `idx`. Success
+    /// faulting in only the access's pages and the [`AHEAD_PAGES`] from `idx`. Success
     /// does not promise a usable pin (an invalidation may have won): the caller looks again.
     /// Errors: as [`Region::access`]. Sleeps.
     fn pin_for_access(&self, idx: usize, last: usize, write: bool) -> RegionResult {
-        // The slow path's cost, for the benchmark (`stats::Extra`; clocks only when it asks).
-        let clock = stats::RoundClock::start();
         let mm = self.mm().mmget_not_zero().ok_or(RegionError::Dead)?;
         let mode = PinMode {
             write,
             nofault: false,
             may_wait: false,
         };
-        let size = self.ahead.size_at(idx);
         let own = last + 1 - idx;
         // The slow path: the access's own pages, and the absent slots right after them up to
         // `ROUND_MAX` pages from `idx`, of which the window's pages may be faulted in and the
-        // rest are pinned if present (see `AheadWindow`). Page `idx` needs a pin (the access
+        // rest are pinned if present (see `AHEAD_PAGES`). Page `idx` needs a pin (the access
         // found it unusable); when every slot after it up to the end is absent, the first
         // batch's gap is known and `fill` does not look for it again (it does for the second).
         // `get`: a teardown that ran since the access looked has emptied the table (then
@@ -256,7 +200,7 @@ impl Region {
         } else {
             (own.min(ROUND_MAX), false)
         };
-        let fault = own.max(size).min(count);
+        let fault = own.max(AHEAD_PAGES).min(count);
         let cause = PinCause::Access {
             until: last + 1,
             fault_until: idx + fault,
@@ -264,13 +208,6 @@ impl Region {
         };
         let pinned = self.fill(&mm, idx, count, cause, mode);
         drop(mm);
-        if let Ok(n) = pinned {
-            // The window ends where the round did (for a stream, at least the window).
-            self.ahead.set(idx, idx + n.max(fault), size);
-            stats::extra_add(Extra::AccessPinRounds, 1);
-            stats::extra_add(Extra::AccessPinPages, n as u64);
-            clock.add_to(Extra::AccessPinNs, Extra::AccessPinCpuNs);
-        }
         match pinned {
             // A fault that would wait (a userfault, I/O): a work item delivers it, and this
             // access waits for it, cancellably (a device task within its mm's budget). The round may have

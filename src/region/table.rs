@@ -54,85 +54,42 @@ const _: () =
     assert!(core::mem::size_of::<Option<PagePin>>() == core::mem::size_of::<Option<PinnedPage>>());
 
 /// The pin table of a region, under `Region::table`: one entry per page of the region;
-/// `None` is an absent page; used as a slice (`Deref`). A region of at most [`INLINE_SLOTS`]
-/// pages keeps its entries in the region itself, so that registering and deregistering a small
-/// MR allocate and free no table; a larger one has a `KVVec`: 8 bytes per page, so large
+/// `None` is an absent page; used as a slice (`Deref`). A `KVVec`: 8 bytes per page, so large
 /// regions need more than kmalloc gives. A pin may be a read pin even in a writable region
 /// (read prefetch, on-demand read); writes need a write pin and upgrade. Teardown empties it
 /// (an access that then looks a page up finds nothing and takes the slow path, which sees the
 /// region dead).
-///
-/// # Invariants
-///
-/// `Inline::len <= INLINE_SLOTS`, and the slots from `len` on are `None`.
-pub(super) enum PinTable {
-    Inline {
-        slots: [Option<PagePin>; INLINE_SLOTS],
-        len: usize,
-    },
-    Heap(KVVec<Option<PagePin>>),
-}
-
-/// Most pages of a region whose pin table lives in the region (see [`PinTable`]): 16 KiB.
-const INLINE_SLOTS: usize = 4;
-
-impl Default for PinTable {
-    /// An empty table (what teardown leaves).
-    fn default() -> Self {
-        // INVARIANT: no slot in use, all `None`.
-        PinTable::Inline {
-            slots: [const { None }; INLINE_SLOTS],
-            len: 0,
-        }
-    }
-}
+#[derive(Default)]
+pub(super) struct PinTable(KVVec<Option<PagePin>>);
 
 impl core::ops::Deref for PinTable {
     type Target = [Option<PagePin>];
 
     fn deref(&self) -> &[Option<PagePin>] {
-        match self {
-            PinTable::Inline { slots, len } => &slots[..*len],
-            PinTable::Heap(v) => v,
-        }
+        &self.0
     }
 }
 
 impl core::ops::DerefMut for PinTable {
     fn deref_mut(&mut self) -> &mut [Option<PagePin>] {
-        match self {
-            PinTable::Inline { slots, len } => &mut slots[..*len],
-            PinTable::Heap(v) => v,
-        }
+        &mut self.0
     }
 }
 
 impl PinTable {
     /// Unpins every pin of the table, which it consumes (teardown), dirtying the pages pinned
-    /// for writing; returns the number of pins released. Frees a `KVVec` table. Sleeps (folio
-    /// locks, rescheduling points), so no lock may be held.
+    /// for writing; returns the number of pins released. Frees the table. Sleeps (folio locks,
+    /// rescheduling points), so no lock may be held.
     pub(super) fn unpin_all(self) -> usize {
-        match self {
-            PinTable::Inline { slots, len } => {
-                // The pins go to `unpin_table`, which releases them: never dropped here.
-                let mut slots = core::mem::ManuallyDrop::new(slots);
-                // A `PagePin` is a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
-                // SAFETY: `len <= INLINE_SLOTS` initialized slots (type invariant), given up:
-                // `ManuallyDrop` never drops or reads them again.
-                unsafe { crate::pin::unpin_table(slots.as_mut_ptr().cast(), len) }
-            }
-            PinTable::Heap(v) => {
-                let (ptr, len, cap) = v.into_raw_parts();
-                // `into_raw_parts` gave the vector up without dropping its slots; a `PagePin` is
-                // a transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
-                // SAFETY: `ptr` holds `len` initialized slots, now ours, given up to the call.
-                let n = unsafe { crate::pin::unpin_table(ptr.cast(), len) };
-                // SAFETY: the allocation `into_raw_parts` returned, with its capacity; length
-                // 0, so the slots (no longer valid) are neither read nor dropped, only freed.
-                drop(unsafe { KVVec::<Option<PagePin>>::from_raw_parts(ptr, 0, cap) });
-                n
-            }
-        }
+        let (ptr, len, cap) = self.0.into_raw_parts();
+        // `into_raw_parts` gave the vector up without dropping its slots; a `PagePin` is a
+        // transparent `PinnedPage`, so the slots are `Option<PinnedPage>`.
+        // SAFETY: `ptr` holds `len` initialized slots, now ours, given up to the call.
+        let n = unsafe { crate::pin::unpin_table(ptr.cast(), len) };
+        // SAFETY: the allocation `into_raw_parts` returned, with its capacity; length 0, so
+        // the slots (no longer valid) are neither read nor dropped, only freed.
+        drop(unsafe { KVVec::<Option<PagePin>>::from_raw_parts(ptr, 0, cap) });
+        n
     }
 }
 
@@ -140,22 +97,14 @@ impl PinTable {
 /// the data path waits for it (the invalidation itself has not returned until it visited all).
 pub(super) const TABLE_CHUNK: usize = 4096;
 
-/// A pin table of `npages` absent pages; a `KVVec` beyond [`INLINE_SLOTS`] pages, charged to
-/// the memory cgroup of current.
+/// A pin table of `npages` absent pages, charged to the memory cgroup of current.
 pub(super) fn new_table(npages: usize) -> Result<PinTable> {
-    if npages <= INLINE_SLOTS {
-        // INVARIANT: `npages` slots of `INLINE_SLOTS`, all `None`.
-        return Ok(PinTable::Inline {
-            slots: [const { None }; INLINE_SLOTS],
-            len: npages,
-        });
-    }
     let flags = GFP_KERNEL_ACCOUNT | __GFP_NOWARN;
     let mut pins = KVVec::with_capacity(npages, flags)?;
     for _ in 0..npages {
         pins.push(None, flags)?;
     }
-    Ok(PinTable::Heap(pins))
+    Ok(PinTable(pins))
 }
 
 /// A charge of pages to `mm->pinned_vm`, refunded on drop unless committed.

@@ -55,54 +55,6 @@ static void after_remap_check(enum kind k, int ok, const char *what)
 	}
 }
 
-/*
- * [3a] one WRITE over REMAP_PAGES remapped pages, [3b] one FIRST_SMALL-byte
- * WRITE per remapped page (DEPTH in flight): each timed right after the remap
- * and on the same pages while they are mapped in the MR ("pinned").
- */
-/*
- * vamr's own account of its pin rounds (debugfs vamr/access_pins), since
- * vamr.ko was loaded: the on-demand rounds of accesses (pages pinned, wall
- * and CPU nanoseconds) and registrations' rounds (the same three).
- */
-struct kpins {
-	double pages, ns, cpu_ns, reg_pages, reg_ns, reg_cpu_ns, rounds;
-};
-
-/* 0, or -1 when the file cannot be read. */
-static int access_pins(struct kpins *p)
-{
-	FILE *f = fopen("/sys/kernel/debug/vamr/access_pins", "r");
-	unsigned long long v[7];
-	int n;
-
-	if (!f)
-		return -1;
-	n = fscanf(f, "pages %llu ns %llu cpu_ns %llu reg_pages %llu reg_ns %llu reg_cpu_ns %llu "
-		   "rounds %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]);
-	fclose(f);
-	if (n != 7)
-		return -1;
-	*p = (struct kpins){ v[0], v[1], v[2], v[3], v[4], v[5], v[6] };
-	return 0;
-}
-
-/*
- * [3b] VA, by vamr's clocks: us per page pinned by the on-demand rounds
- * (wall, CPU) and by the registrations of the same buffers (wall, CPU).
- */
-struct cell kpin_pp, kpin_cpu_pp, kreg_pp, kreg_cpu_pp;
-double kpin_pages, kpin_rounds;
-int kpin_ok = 1;
-/* The same in the owner's context, through /dev/vamr: CPU us per page. */
-struct cell opin_cpu_pp, oreg_cpu_pp;
-/*
- * The rxe line again with rxe's work items on the benchmark's CPU (see
- * same_cpu_first_access()): CPU us per page, on demand and at registration.
- */
-struct cell spin_cpu_pp, sreg_cpu_pp;
-int same_cpu_ok = 1;
-
 /* Reads (buf != NULL: into buf) or writes (val) the unbound workqueue cpumask. 0 or -1. */
 static int wq_cpumask(char *buf, size_t size, const char *val)
 {
@@ -154,148 +106,11 @@ void one_cpu_end(struct one_cpu *o, const char *what)
 }
 
 /*
- * [3b]'s in-kernel VA line once more, with the unbound workqueues (rxe's
- * rxe_wq among them) confined to the CPU the benchmark runs on, and the
- * benchmark pinned there: the responder's on-demand round then runs on the CPU
- * where the process has just faulted the new pages in, as registration does,
- * so the ratio is vamr's path alone, without the cost of touching those
- * pages' page tables and struct pages from another CPU (Documentation/
- * bench-results.rst, [3b]). The previous cpumask and affinity are restored.
- * The bytes are checked as in [3b]. 0, or -1 (not measured: no root, no such
- * file, or a failed transfer).
+ * [3a] one WRITE over REMAP_PAGES remapped pages, [3b] one FIRST_SMALL-byte
+ * WRITE per remapped page (DEPTH in flight): each timed right after the remap
+ * and on the same pages while they are mapped in the MR ("pinned").
  */
-static int same_cpu_first_access(uint8_t *src, uint32_t src_lkey)
-{
-	const size_t len = REMAP_PAGES * PAGE;
-	struct one_cpu o;
-	int j, ret = -1;
-	struct kpins acc = {};
-
-	if (one_cpu_begin(&o))
-		goto out;
-	for (j = -1; j < FIRST_REPS; j++) {
-		uint8_t *a = buf_alloc(len, 1);
-		struct kpins p0, p1, p2, p3;
-		struct ibv_mr *mr;
-		long e = 0, got;
-
-		if (!a)
-			goto out;
-		if (access_pins(&p0) || !(mr = reg(a, len, VA))) {
-			munmap(a, len);
-			goto out;
-		}
-		got = access_pins(&p1) || write_once(src, src_lkey, a, mr->rkey, len) ? -1 : 0;
-		if (!got && !remap_touched(a, len) && !access_pins(&p2)) {
-			got = stream_strided(IBV_WR_RDMA_WRITE, src, src_lkey, a, mr->rkey, len,
-					     FIRST_SMALL, PAGE, REMAP_PAGES * FIRST_SMALL, 0, &e);
-			if (got < 0 || e || access_pins(&p3) || !landed(a, src, len, 1))
-				got = -1;
-		} else {
-			got = -1;
-		}
-		dereg(mr);
-		munmap(a, len);
-		if (got < 0) {
-			fail("same-CPU [3b]: per-page WRITEs after the remap failed or landed wrong");
-			goto out;
-		}
-		if (j < 0)
-			continue; /* warm-up, as in [3b] */
-		acc.reg_cpu_ns += p1.reg_cpu_ns - p0.reg_cpu_ns;
-		acc.reg_pages += p1.reg_pages - p0.reg_pages;
-		acc.cpu_ns += p3.cpu_ns - p2.cpu_ns;
-		acc.pages += p3.pages - p2.pages;
-	}
-	if (acc.pages > 0 && acc.reg_pages > 0) {
-		put(&spin_cpu_pp, acc.cpu_ns / 1e3 / acc.pages);
-		put(&sreg_cpu_pp, acc.reg_cpu_ns / 1e3 / acc.reg_pages);
-		ret = 0;
-	}
-out:
-	one_cpu_end(&o, "same-CPU [3b]");
-	return ret;
-}
-
-/*
- * One round of the owner-context variant of [3b]: register REMAP_PAGES
- * CPU-written pages through /dev/vamr, replace them (munmap + mmap MAP_FIXED,
- * written by the CPU), then write one byte per page through VAMR_IOC_ACCESS,
- * FIRST_REPS times; vamr's CPU clock per page pinned, on demand and at
- * registration. The bytes are checked. 0, or -1 when /dev/vamr or the
- * debugfs file is missing.
- */
-static int owner_first_access(void)
-{
-	const size_t len = REMAP_PAGES * PAGE;
-	double reg_ns = 0, reg_pages = 0, od_ns = 0, od_pages = 0;
-	int fd = vamr_open(), j;
-
-	if (fd < 0)
-		return -1;
-	for (j = 0; j < FIRST_REPS; j++) {
-		uint8_t *a = buf_alloc(len, 1), b = (uint8_t)(0x30 + j);
-		struct kpins p0, p1, p2;
-		uint32_t h;
-		size_t i;
-
-		if (!a || access_pins(&p0) || vamr_register(fd, a, len, VAMR_ACCESS_READ |
-							     VAMR_ACCESS_WRITE, 0, &h)) {
-			close(fd);
-			return -1;
-		}
-		if (access_pins(&p1) || remap_touched(a, len))
-			break;
-		for (i = 0; i < REMAP_PAGES; i++)
-			if (vamr_write(fd, h, a + i * PAGE, &b, 1) || a[i * PAGE] != b) {
-				fail("owner [3b]: byte %zu not where the CPU looks", i);
-				break;
-			}
-		if (access_pins(&p2))
-			break;
-		reg_ns += p1.reg_cpu_ns - p0.reg_cpu_ns;
-		reg_pages += p1.reg_pages - p0.reg_pages;
-		od_ns += p2.cpu_ns - p1.cpu_ns;
-		od_pages += p2.pages - p1.pages;
-		vamr_unregister(fd, h);
-		munmap(a, len);
-	}
-	close(fd);
-	if (reg_pages <= 0 || od_pages <= 0)
-		return -1;
-	put(&opin_cpu_pp, od_ns / 1e3 / od_pages);
-	put(&oreg_cpu_pp, reg_ns / 1e3 / reg_pages);
-	return 0;
-}
-
-/*
- * Turns vamr's pin-round clocks (debugfs vamr/pin_clocks) on or off: off at
- * module load, so that the other phases measure registrations without them;
- * [3] reads them. 0, or -1 when the file cannot be written.
- */
-static int pin_clocks(int on)
-{
-	FILE *f = fopen("/sys/kernel/debug/vamr/pin_clocks", "w");
-	int bad;
-
-	if (!f)
-		return -1;
-	bad = fputs(on ? "1" : "0", f) < 0;
-	return fclose(f) || bad ? -1 : 0;
-}
-
-static void bench_first_access_rounds(void);
-
-/* [3] with vamr's pin-round clocks on, and only there. */
 void bench_first_access(void)
-{
-	if (pin_clocks(1))
-		kpin_ok = 0;
-	bench_first_access_rounds();
-	pin_clocks(0);
-}
-
-static void bench_first_access_rounds(void)
 {
 	const size_t len = REMAP_PAGES * PAGE;
 	struct ibv_mr *src_mr;
@@ -311,7 +126,6 @@ static void bench_first_access_rounds(void)
 	for (r = 0; r < rounds; r++) {
 		struct reps rf[NKIND] = {}, rs[NKIND] = {}, rp[NKIND] = {};
 		struct reps rsf[NKIND] = {}, rss[NKIND] = {}, rsp[NKIND] = {};
-		struct kpins acc = {};
 		int j;
 
 		/*
@@ -330,19 +144,7 @@ static void bench_first_access_rounds(void)
 
 			if (!a)
 				return;
-			{
-				struct kpins p0, p1;
-				int counted = k == VA && j >= 0 && !access_pins(&p0);
-
-				mr = reg(a, len, k);
-				if (counted && mr && !access_pins(&p1)) {
-					acc.reg_pages += p1.reg_pages - p0.reg_pages;
-					acc.reg_ns += p1.reg_ns - p0.reg_ns;
-					acc.reg_cpu_ns += p1.reg_cpu_ns - p0.reg_cpu_ns;
-				} else if (k == VA && j >= 0) {
-					kpin_ok = 0;
-				}
-			}
+			mr = reg(a, len, k);
 			if (!mr) {
 				munmap(a, len);
 				return;
@@ -364,24 +166,10 @@ static void bench_first_access_rounds(void)
 			if (remap_touched(a, len))
 				return;
 			e = 0;
-			{
-				struct kpins p0, p1;
-				int counted = k == VA && j >= 0 && !access_pins(&p0);
-
-				t = now_us();
-				got = stream_strided(IBV_WR_RDMA_WRITE, src, src_mr->lkey, a, mr->rkey,
-						     len, FIRST_SMALL, PAGE, REMAP_PAGES * FIRST_SMALL,
-						     0, &e);
-				sfirst = now_us() - t;
-				if (counted && !access_pins(&p1)) {
-					acc.pages += p1.pages - p0.pages;
-					acc.rounds += p1.rounds - p0.rounds;
-					acc.ns += p1.ns - p0.ns;
-					acc.cpu_ns += p1.cpu_ns - p0.cpu_ns;
-				} else if (k == VA && j >= 0) {
-					kpin_ok = 0;
-				}
-			}
+			t = now_us();
+			got = stream_strided(IBV_WR_RDMA_WRITE, src, src_mr->lkey, a, mr->rkey, len,
+					     FIRST_SMALL, PAGE, REMAP_PAGES * FIRST_SMALL, 0, &e);
+			sfirst = now_us() - t;
 			if (got < 0 || e) {
 				bad_transfer(k, "per-page WRITEs after the remap failed");
 				sfirst = NAN;
@@ -424,18 +212,6 @@ next:
 			put_reps(&sfirst_pp[k], &rsf[k]);
 			put_reps(&spin_pp[k], &rsp[k]);
 		}
-		if (acc.pages > 0 && acc.reg_pages > 0) {
-			put(&kpin_pp, acc.ns / 1e3 / acc.pages);
-			put(&kpin_cpu_pp, acc.cpu_ns / 1e3 / acc.pages);
-			put(&kreg_pp, acc.reg_ns / 1e3 / acc.reg_pages);
-			put(&kreg_cpu_pp, acc.reg_cpu_ns / 1e3 / acc.reg_pages);
-			kpin_pages += acc.pages / FIRST_REPS;
-			kpin_rounds += acc.rounds / FIRST_REPS;
-		}
-		if (owner_first_access())
-			kpin_ok = 0;
-		if (same_cpu_first_access(src, src_mr->lkey))
-			same_cpu_ok = 0;
 		progress("first access round %d done", r + 1);
 	}
 	dereg(src_mr);

@@ -211,41 +211,6 @@ static void print_table(double wall_s)
 		printf(b > 0 ? "%.1fx" : "-", b);
 	}
 	printf("   ([3a]/[3b]: first-access cost per page / registration cost per page)\n");
-	/*
-	 * [3b]'s "added" is the difference of two RDMA round-trip times under TCG
-	 * and swings from run to run by more than the pin costs; vamr's own clock
-	 * around its slow path measures the pin directly.
-	 */
-	if (kpin_ok && kpin_pp.n) {
-		printf("%-10s va, by vamr's clocks (debugfs vamr/access_pins), us per page pinned:\n"
-		       "%-10s on-demand rounds of [3b] (%.0f pages per remap, %.0f per round): "
-		       "wall %.3g [%.3g..%.3g], CPU %.3g [%.3g..%.3g]\n"
-		       "%-10s registration rounds of the same buffers:     wall %.3g [%.3g..%.3g], "
-		       "CPU %.3g [%.3g..%.3g]\n"
-		       "%-10s on-demand / registration: wall %.2fx, CPU %.2fx\n",
-		       "in-kernel", "", kpin_pages / rounds,
-		       kpin_rounds > 0 ? kpin_pages / kpin_rounds : 0, cmed(&kpin_pp), cmin(&kpin_pp),
-		       cmax(&kpin_pp), cmed(&kpin_cpu_pp), cmin(&kpin_cpu_pp), cmax(&kpin_cpu_pp), "",
-		       cmed(&kreg_pp), cmin(&kreg_pp), cmax(&kreg_pp), cmed(&kreg_cpu_pp),
-		       cmin(&kreg_cpu_pp), cmax(&kreg_cpu_pp), "",
-		       cmed(&kpin_pp) / cmed(&kreg_pp), cmed(&kpin_cpu_pp) / cmed(&kreg_cpu_pp));
-		printf("%-10s the same in the owner's context (/dev/vamr, one 1-byte write per page):\n"
-		       "%-10s CPU on demand %.3g [%.3g..%.3g], at registration %.3g [%.3g..%.3g]: %.2fx\n",
-		       "", "", cmed(&opin_cpu_pp), cmin(&opin_cpu_pp), cmax(&opin_cpu_pp),
-		       cmed(&oreg_cpu_pp), cmin(&oreg_cpu_pp), cmax(&oreg_cpu_pp),
-		       cmed(&opin_cpu_pp) / cmed(&oreg_cpu_pp));
-		if (same_cpu_ok && spin_cpu_pp.n)
-			printf("%-10s the rxe line with rxe's work items on the benchmark's CPU, where the pages were\n"
-			       "%-10s just faulted in (unbound workqueue cpumask): CPU on demand %.3g [%.3g..%.3g],\n"
-			       "%-10s at registration %.3g [%.3g..%.3g]: %.2fx\n",
-			       "", "", cmed(&spin_cpu_pp), cmin(&spin_cpu_pp), cmax(&spin_cpu_pp), "",
-			       cmed(&sreg_cpu_pp), cmin(&sreg_cpu_pp), cmax(&sreg_cpu_pp),
-			       cmed(&spin_cpu_pp) / cmed(&sreg_cpu_pp));
-		else
-			printf("%-10s the rxe line on the benchmark's CPU: not measured (%s not writable?)\n",
-			       "", WQ_CPUMASK);
-	} else
-		printf("%-10s va: not measured (debugfs vamr/access_pins not readable)\n", "in-kernel");
 	snprintf(title, sizeof(title),
 		 "[4] RDMA WRITE throughput, MB/s, by message size (%d in flight, max(%lu MiB, 4 messages) per\n"
 		 "    point, data checked); ceiling: the guest CPU copying the same bytes in the same pieces\n"

@@ -58,8 +58,7 @@ enum { OUT_ATT_DUMP, OUT_ATT_GET, OUT_VIC_DUMP, OUT_COUNT };
 
 /* Files only root may open (each checked if it exists). */
 static const char *const root_only[] = {
-	"/sys/kernel/debug/vamr/access_pins",
-	"/sys/kernel/debug/vamr/pin_clocks",
+	"/sys/kernel/debug/vamr/users",
 	"/sys/kernel/tracing/trace",
 	"/sys/kernel/tracing/trace_pipe",
 	"/sys/kernel/tracing/events/vamr/enable",

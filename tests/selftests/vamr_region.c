@@ -143,14 +143,12 @@ static uint64_t window_of_write(struct __test_metadata *_metadata, int fd, uint3
 }
 
 /*
- * The on-demand window (AheadWindow, src/region/io.rs) adapts like readahead: an access
- * that finds its page absent pins 64 pages from it at first, twice as many (up to 512) each
- * time the next miss comes at the end of the last window, half as many (down to 16) when a
- * miss comes inside it (a page pinned ahead was invalidated first), and 64 again after a
- * jump; a window stops at the first pin it meets. The pages pinned ahead are the pages the
- * CPU sees at their VAs.
+ * The on-demand window (AHEAD_PAGES, src/region/io.rs) is fixed: an access that finds its
+ * page absent faults in 64 pages from it, whether the stream goes on, jumps or misses
+ * inside the last window; a window stops at the first pin it meets. The pages pinned ahead
+ * are the pages the CPU sees at their VAs.
  */
-TEST_F(region, access_window_adapts)
+TEST_F(region, access_window_is_fixed)
 {
 	size_t n = 2048, len = n * PAGE;
 	uint8_t *a = map_anon(len);
@@ -162,30 +160,27 @@ TEST_F(region, access_window_adapts)
 	/* Fresh, untouched memory at the same VA: every slot absent. */
 	ASSERT_EQ(0, remap_fixed(a, len));
 
+	/* A stream: 64 each time. */
 	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 0));
-	EXPECT_EQ(128u, window_of_write(_metadata, self->fd, h, a, 64));
-	EXPECT_EQ(256u, window_of_write(_metadata, self->fd, h, a, 192));
-	/* Pages inside the last window [192, 448) replaced before the stream gets there: half
-	 * the window (128), cut at the first pin (page 316). */
-	ASSERT_EQ(0, remap_fixed(a + 300 * PAGE, 16 * PAGE));
-	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 300));
-	/* A jump: 64 again, then 128 ([1064, 1192)). */
+	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 64));
+	/* A jump: 64. */
 	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 1000));
-	EXPECT_EQ(128u, window_of_write(_metadata, self->fd, h, a, 1064));
-	/* Misses inside the window, each after a remap of pages it pinned: 64, 32, 16, 16. */
+	/* Cut at the first pin (page 1000). */
+	EXPECT_EQ(40u, window_of_write(_metadata, self->fd, h, a, 960));
+	/* Pages inside the last window replaced: cut at the first pin left (page 1026). */
+	ASSERT_EQ(0, remap_fixed(a + 1010 * PAGE, 16 * PAGE));
+	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 1010));
+	/* A miss far from any pin after a remap: 64 again. */
 	ASSERT_EQ(0, remap_fixed(a + 1100 * PAGE, 300 * PAGE));
 	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 1100));
-	ASSERT_EQ(0, remap_fixed(a + 1150 * PAGE, 14 * PAGE));
-	EXPECT_EQ(32u, window_of_write(_metadata, self->fd, h, a, 1150));
-	ASSERT_EQ(0, remap_fixed(a + 1170 * PAGE, 12 * PAGE));
-	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 1170));
-	ASSERT_EQ(0, remap_fixed(a + 1180 * PAGE, 6 * PAGE));
-	EXPECT_EQ(16u, window_of_write(_metadata, self->fd, h, a, 1180));
 
 	/* What was pinned ahead is what the CPU sees: it writes, the region reads. */
-	pattern_fill(a + 100 * PAGE, 300 * PAGE, 21, 0);
-	ASSERT_EQ(0, vamr_read(self->fd, h, a + 100 * PAGE, self->buf, 300 * PAGE));
-	ASSERT_PATTERN(self->buf, 300 * PAGE, 21, 0);
+	pattern_fill(a, 128 * PAGE, 21, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 128 * PAGE));
+	ASSERT_PATTERN(self->buf, 128 * PAGE, 21, 0);
+	pattern_fill(a + 960 * PAGE, 104 * PAGE, 21, 960 * PAGE);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a + 960 * PAGE, self->buf, 104 * PAGE));
+	ASSERT_PATTERN(self->buf, 104 * PAGE, 21, 960 * PAGE);
 	ASSERT_EQ(0, vamr_unregister(self->fd, h));
 	munmap(a, len);
 }
@@ -221,7 +216,7 @@ static uint8_t *replaced_region(struct __test_metadata *_metadata, int fd, size_
 TEST_F(region, access_pins_present_pages_ahead)
 {
 	size_t n = 2560, len = n * PAGE, i;
-	unsigned char vec[272];
+	unsigned char vec[336];
 	uint32_t h;
 	uint8_t *a = replaced_region(_metadata, self->fd, len, &h);
 
@@ -232,12 +227,11 @@ TEST_F(region, access_pins_present_pages_ahead)
 
 	/* Page 0: it and the present pages after it, to the first one not present. */
 	EXPECT_EQ(300u, window_of_write(_metadata, self->fd, h, a, 0));
-	/* Page 300, not present: the window (doubled: the stream reached the end of the
-	 * last one) is faulted in, and nothing after it. */
-	EXPECT_EQ(128u, window_of_write(_metadata, self->fd, h, a, 300));
-	ASSERT_EQ(0, mincore(a + 428 * PAGE, 272 * PAGE, vec));
-	for (i = 0; i < 272; i++)
-		EXPECT_EQ(0, vec[i] & 1) TH_LOG("page %zu faulted in ahead", 428 + i);
+	/* Page 300, not present: the window (64 pages) is faulted in, and nothing after it. */
+	EXPECT_EQ(64u, window_of_write(_metadata, self->fd, h, a, 300));
+	ASSERT_EQ(0, mincore(a + 364 * PAGE, 336 * PAGE, vec));
+	for (i = 0; i < 336; i++)
+		EXPECT_EQ(0, vec[i] & 1) TH_LOG("page %zu faulted in ahead", 364 + i);
 	/* Page 700: a batch of present pages; the second batch, past the window,
 	 * starts at page 1212, not present: it stops there without faulting it in. */
 	EXPECT_EQ(512u, window_of_write(_metadata, self->fd, h, a, 700));
@@ -247,11 +241,11 @@ TEST_F(region, access_pins_present_pages_ahead)
 	EXPECT_EQ(1024u, window_of_write(_metadata, self->fd, h, a, 1213));
 
 	/* What was pinned ahead is what the CPU sees: it writes, the region reads. */
-	pattern_fill(a, 428 * PAGE, 24, 0);
+	pattern_fill(a, 364 * PAGE, 24, 0);
 	pattern_fill(a + 700 * PAGE, 512 * PAGE, 25, 0);
 	pattern_fill(a + 1213 * PAGE, 1024 * PAGE, 27, 0);
-	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 428 * PAGE));
-	ASSERT_PATTERN(self->buf, 428 * PAGE, 24, 0);
+	ASSERT_EQ(0, vamr_read(self->fd, h, a, self->buf, 364 * PAGE));
+	ASSERT_PATTERN(self->buf, 364 * PAGE, 24, 0);
 	ASSERT_EQ(0, vamr_read(self->fd, h, a + 700 * PAGE, self->buf, 512 * PAGE));
 	ASSERT_PATTERN(self->buf, 512 * PAGE, 25, 0);
 	ASSERT_EQ(0, vamr_read(self->fd, h, a + 1213 * PAGE, self->buf, 1024 * PAGE));
