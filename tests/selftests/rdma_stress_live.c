@@ -270,19 +270,14 @@ static void live_child(struct report *rep, enum live_end end)
 	{
 		struct ibv_mr *mrs[3] = { t.va_mr, t.rd_mr, t.src_mr };
 
-		rep->stage = ST_DEREG;
 		for (i = 0; i < 3; i++) {
-			int64_t t0 = now_ns(), dt;
+			int64_t dt;
 
-			ret = ibv_dereg_mr(mrs[i]);
-			dt = now_ns() - t0;
-			if (dt > rep->dereg_ns)
-				rep->dereg_ns = dt;
+			ret = timed_dereg(rep, mrs[i], &dt);
 			CHILD_REQUIRE(rep, 30 + i, !ret, "dereg: %s", strerror(ret));
 			CHILD_REQUIRE(rep, 33, dt < DEREG_LIMIT_NS, "dereg %d took %lld ms", i,
 				      (long long)(dt / 1000000));
 		}
-		rep->stage = ST_DEREG_DONE;
 		ret = rdma_pair_close(&p);
 		CHILD_REQUIRE(rep, 34, !ret, "rdma_pair_close: %s", strerror(-ret));
 		CHILD_REQUIRE(rep, 35, !vamr_unregister(vfd, h1) && !vamr_unregister(vfd, h2),
@@ -312,7 +307,7 @@ static void dereg_in_flight_child(struct report *rep)
 	uint8_t *va, *src, *rd;
 	struct rdma_pair p;
 	struct ibv_wc wc;
-	int64_t t0, end;
+	int64_t end;
 	int i, ret, got = 0, side;
 
 	rep->vmpin_start = vamr_vmpin_kb();
@@ -355,12 +350,7 @@ static void dereg_in_flight_child(struct report *rep)
 	CHILD_REQUIRE(rep, 8, !ret, "async advise: %s", strerror(ret));
 	rep->sges = DIF_SGES;
 
-	rep->stage = ST_DEREG;
-	t0 = now_ns();
-	rep->dereg_start_ns = t0;
-	ret = ibv_dereg_mr(va_mr);
-	rep->dereg_ns = now_ns() - t0;
-	rep->stage = ST_DEREG_DONE;
+	ret = timed_dereg(rep, va_mr, NULL);
 	CHILD_REQUIRE(rep, 9, !ret, "ibv_dereg_mr: %s", strerror(ret));
 
 	/* Every posted WR completes (success, or an error and a flush). */

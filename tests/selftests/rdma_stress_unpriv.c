@@ -279,7 +279,6 @@ static void prot_none_child(struct report *rep)
 	struct ibv_mr *mr;
 	struct rdma_pair p;
 	uint8_t *m;
-	int64_t t0;
 	uint32_t i;
 	int ret;
 
@@ -303,12 +302,7 @@ static void prot_none_child(struct report *rep)
 		      strerror(ret));
 	rep->sges = pn_sges;
 
-	rep->stage = ST_DEREG;
-	t0 = now_ns();
-	rep->dereg_start_ns = t0;
-	ret = ibv_dereg_mr(mr);
-	rep->dereg_ns = now_ns() - t0;
-	rep->stage = ST_DEREG_DONE;
+	ret = timed_dereg(rep, mr, NULL);
 	CHILD_REQUIRE(rep, 7, !ret, "ibv_dereg_mr: %s", strerror(ret));
 	CHILD_REQUIRE(rep, 8, rep->dereg_ns < DEREG_LIMIT_NS, "ibv_dereg_mr took %lld ms",
 		      (long long)(rep->dereg_ns / 1000000));

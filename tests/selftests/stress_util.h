@@ -395,6 +395,31 @@ static inline int wait_child_or_dereg(struct report *r, pid_t pid, int *status, 
 	}
 }
 
+/*
+ * ibv_dereg_mr(@mr) in a child, timed and marked for the parent: stage
+ * ST_DEREG and dereg_start_ns while it runs (wait_child_or_dereg() gives it
+ * 3 s), ST_DEREG_DONE once it returned. dereg_ns keeps the slowest such call
+ * of the child. What ibv_dereg_mr() returned; *@ns (if not NULL): how long
+ * this call took.
+ */
+static inline int timed_dereg(struct report *r, struct ibv_mr *mr, int64_t *ns)
+{
+	int64_t t0, dt;
+	int ret;
+
+	r->stage = ST_DEREG;
+	t0 = now_ns();
+	r->dereg_start_ns = t0;
+	ret = ibv_dereg_mr(mr);
+	dt = now_ns() - t0;
+	if (dt > r->dereg_ns)
+		r->dereg_ns = dt;
+	r->stage = ST_DEREG_DONE;
+	if (ns)
+		*ns = dt;
+	return ret;
+}
+
 /* ---- ibv_advise_mr ------------------------------------------------------ */
 
 /*
