@@ -78,6 +78,18 @@ static inline int gcounters(int fd, struct vamr_counters *c)
 }
 
 /*
+ * The module-wide counters (through @_fd) back to *@_c0: as many pages
+ * pinned and as many regions as when the test took *@_c0.
+ */
+#define EXPECT_GCOUNTERS_BACK(_fd, _c0) do {					\
+		struct vamr_counters __c;					\
+										\
+		ASSERT_EQ(0, gcounters(_fd, &__c));				\
+		EXPECT_EQ((_c0)->regions, __c.regions);				\
+		EXPECT_EQ((_c0)->pages_pinned, __c.pages_pinned);		\
+	} while (0)
+
+/*
  * Reads [addr, addr + len) through the region and compares every byte with
  * the pattern (seed, base): PATTERN_OK, the first wrong offset, or
  * (size_t)-2 when the read itself failed (errno in *err).

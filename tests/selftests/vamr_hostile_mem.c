@@ -50,7 +50,7 @@ static uint8_t *map_secret(size_t len, void *at, int *fdp)
 TEST(secretmem_region)
 {
 	const size_t len = 4 * PAGE;
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	struct vamr_stats s;
 	uint8_t *sec, tmp[PAGE];
 	uint64_t word;
@@ -89,9 +89,7 @@ TEST(secretmem_region)
 		EXPECT_EQ(0, vamr_unregister(fd, h));
 	}
 	EXPECT_EQ(pin0, vamr_vmpin_kb());
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	munmap(sec, len);
 	close(sfd);
 	close(fd);
@@ -111,7 +109,7 @@ TEST(secretmem_replaces_registered_memory)
 	uint8_t *buf = map_anon(len), *land, *sec, tmp[PAGE], two[PAGE + 1];
 	struct rdma_pair p = { 0 };
 	struct ibv_mr *mr = NULL, *lmr = NULL;
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	int fd, sfd, err, rc;
 	bool rdma;
 	uint32_t h;
@@ -193,9 +191,7 @@ TEST(secretmem_replaces_registered_memory)
 		rdma_pair_close(&p);
 	}
 	EXPECT_EQ(0, vamr_unregister(fd, h));
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	close(fd);
 }
 
@@ -259,9 +255,7 @@ TEST(droppable_region)
 
 	EXPECT_EQ(0, vamr_unregister(fd, h));
 	EXPECT_EQ(pin0, vamr_vmpin_kb());
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	munmap(buf, len);
 	free(tmp);
 	close(fd);
@@ -277,7 +271,7 @@ TEST(mseal_region)
 {
 	const size_t len = 8 * PAGE;
 	uint8_t *buf = map_anon(len), *tmp = malloc(len);
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	uint32_t h, h2;
 	int fd, err, ret;
 	long pin0;
@@ -334,9 +328,7 @@ TEST(mseal_region)
 	EXPECT_EQ(0, vamr_unregister(fd, h2));
 	EXPECT_EQ(0, vamr_unregister(fd, h));
 	EXPECT_EQ(pin0, vamr_vmpin_kb());
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	free(tmp);
 	close(fd);
 }
@@ -496,9 +488,7 @@ TEST(io_uring_fixed_buffers)
 	EXPECT_EQ(pin1 - (long)(len / 2 / 1024), vamr_vmpin_kb());
 	ASSERT_EQ(0, syscall(__NR_io_uring_register, u.fd, IORING_UNREGISTER_BUFFERS, NULL, 0));
 	EXPECT_EQ(pin0, vamr_vmpin_kb());
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	close(u.fd);
 	close(mfd);
 	free(tmp);

@@ -85,7 +85,7 @@ TEST(process_madvise_from_other_process)
 	uint8_t *anon = map_anon(len), *shm, *tmp = malloc(len), *land;
 	struct rdma_pair p = { 0 };
 	struct ibv_mr *mr = NULL, *lmr = NULL;
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	struct remote_op op;
 	int fd, mfd, err, st, round;
 	uint32_t ha, hs;
@@ -165,9 +165,7 @@ TEST(process_madvise_from_other_process)
 	}
 	EXPECT_EQ(0, vamr_unregister(fd, ha));
 	EXPECT_EQ(0, vamr_unregister(fd, hs));
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	munmap(shm, len);
 	close(mfd);
 	free(tmp);
@@ -189,7 +187,7 @@ TEST(process_vm_writev_from_other_process)
 	uint8_t *anon = map_anon(len), *zero = map_anon(len), *priv, *land, *tmp = malloc(len);
 	struct rdma_pair p = { 0 };
 	struct ibv_mr *mr = NULL, *zmr = NULL, *lmr = NULL;
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	struct remote_op op;
 	int fd, mfd, err, st;
 	uint32_t ha, hz, hp;
@@ -275,9 +273,7 @@ TEST(process_vm_writev_from_other_process)
 	EXPECT_EQ(0, vamr_unregister(fd, ha));
 	EXPECT_EQ(0, vamr_unregister(fd, hz));
 	EXPECT_EQ(0, vamr_unregister(fd, hp));
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	munmap(priv, len);
 	close(mfd);
 	free(tmp);
@@ -296,7 +292,7 @@ TEST(process_madvise_collapse_from_other_process)
 {
 	const size_t len = 2ul << 20;
 	uint8_t *buf = map_aligned_2m(len), *tmp = malloc(len);
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	struct remote_op op;
 	int fd, err, st, round;
 	uint32_t h;
@@ -335,9 +331,7 @@ TEST(process_madvise_collapse_from_other_process)
 		EXPECT_EQ(PATTERN_OK, region_matches_cpu(fd, h, buf, len, &err));
 	}
 	EXPECT_EQ(0, vamr_unregister(fd, h));
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	munmap(buf, len);
 	free(tmp);
 	close(fd);
@@ -381,7 +375,7 @@ TEST(proc_mem_force_write_from_other_process)
 	uint8_t *ro = map_anon(len), *zero = map_anon(len), *land = map_anon(len);
 	struct rdma_pair p = { 0 };
 	struct ibv_mr *mr = NULL, *lmr = NULL;
-	struct vamr_counters c0, c;
+	struct vamr_counters c0;
 	struct mem_write w;
 	int fd, err, st;
 	uint32_t h, hz;
@@ -431,9 +425,7 @@ TEST(proc_mem_force_write_from_other_process)
 	}
 	EXPECT_EQ(0, vamr_unregister(fd, h));
 	EXPECT_EQ(0, vamr_unregister(fd, hz));
-	ASSERT_EQ(0, gcounters(fd, &c));
-	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
-	EXPECT_EQ(c0.regions, c.regions);
+	EXPECT_GCOUNTERS_BACK(fd, &c0);
 	close(fd);
 }
 
