@@ -173,6 +173,59 @@ static int connect_to_child(struct rdma_pair *t, int from_child, int to_child, u
 }
 
 /*
+ * The pipes of an exec test: the child to the test (p2t) and back (t2p)
+ * before the exec, the exec'd helper to the test (h2t) and back (t2h) after.
+ */
+struct exec_pipes {
+	int p2t[2], t2p[2], h2t[2], t2h[2];
+};
+
+static int exec_pipes_open(struct exec_pipes *x)
+{
+	return pipe(x->p2t) || pipe(x->t2p) || pipe(x->h2t) || pipe(x->t2h) ? -1 : 0;
+}
+
+/*
+ * The test's side once the child of an exec test is forked: closes the
+ * child's ends of @x and opens @t. 0, or rdma_pair_open()'s -errno; on
+ * -ENODEV (the test skips) the child is killed and reaped.
+ */
+static int exec_peer_open(struct rdma_pair *t, struct exec_pipes *x, pid_t pid)
+{
+	int rc;
+
+	close(x->p2t[1]);
+	close(x->t2p[0]);
+	close(x->h2t[1]);
+	close(x->t2h[0]);
+	rc = rdma_pair_open(t, NULL);
+	if (rc == -ENODEV) {
+		kill(pid, SIGKILL);
+		wait_exit(pid);
+	}
+	return rc;
+}
+
+/*
+ * An RDMA READ that must fail (the MR's region is dead): QP @side of @t
+ * reads @len bytes at @addr under @rkey into @land (lkey @lkey), filled
+ * with 0xa5 first. The completion's status in *@status; returns the offset
+ * of the first byte of @land it changed, @len when it delivered nothing.
+ */
+static size_t read_delivers_nothing(struct rdma_pair *t, int side, uint8_t *land, uint32_t lkey,
+				    uint64_t addr, uint32_t rkey, size_t len, int *status)
+{
+	size_t i;
+
+	memset(land, 0xa5, len);
+	*status = rdma_pair_read_sync(t, side, land, lkey, addr, rkey, len, 0);
+	for (i = 0; i < len; i++)
+		if (land[i] != 0xa5)
+			break;
+	return i;
+}
+
+/*
  * A VA MR across exec: the process keeps its uverbs file (FD_CLOEXEC
  * cleared) and execs. A peer in another process (this test) has RC QPs
  * connected to two QPs of that file. After the exec: the old MR answers
@@ -189,7 +242,8 @@ TEST(exec_with_live_va_mr)
 	struct rdma_pair t = { 0 };
 	struct vamr_counters c0;
 	struct ibv_mr *land_mr = NULL;
-	int p2t[2], t2p[2], h2t[2], t2h[2], vfd, rc, st, i;
+	struct exec_pipes pipes;
+	int vfd, rc, st;
 	uint64_t info[2], msg[3];
 	uint8_t *land, go = 1;
 	pid_t pid;
@@ -197,10 +251,7 @@ TEST(exec_with_live_va_mr)
 	vfd = vamr_open();
 	ASSERT_LE(0, vfd);
 	ASSERT_EQ(0, gcounters(vfd, &c0));
-	ASSERT_EQ(0, pipe(p2t));
-	ASSERT_EQ(0, pipe(t2p));
-	ASSERT_EQ(0, pipe(h2t));
-	ASSERT_EQ(0, pipe(t2h));
+	ASSERT_EQ(0, exec_pipes_open(&pipes));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
@@ -209,7 +260,7 @@ TEST(exec_with_live_va_mr)
 		uint8_t *buf;
 		char a[9][32];
 
-		child_export_va_mr(&p, &mr, &buf, len, 0xe4, p2t[1], t2p[0]);
+		child_export_va_mr(&p, &mr, &buf, len, 0xe4, pipes.p2t[1], pipes.t2p[0]);
 		snprintf(a[0], 32, "%d", p.ctx->cmd_fd);
 		snprintf(a[1], 32, "%u", p.pd->handle);
 		snprintf(a[2], 32, "%u", mr->handle);
@@ -217,44 +268,33 @@ TEST(exec_with_live_va_mr)
 		snprintf(a[4], 32, "%u", mr->lkey);
 		snprintf(a[5], 32, "%#lx", (unsigned long)(uintptr_t)buf);
 		snprintf(a[6], 32, "%zu", len);
-		snprintf(a[7], 32, "%d", h2t[1]);
-		snprintf(a[8], 32, "%d", t2h[0]);
+		snprintf(a[7], 32, "%d", pipes.h2t[1]);
+		snprintf(a[8], 32, "%d", pipes.t2h[0]);
 		execl("/proc/self/exe", "vamr_hostile_exec_rdma", HELPER_ARG, "verbs", a[0], a[1], a[2], a[3],
 		      a[4], a[5], a[6], a[7], a[8], (char *)NULL);
 		_exit(9);
 	}
-	close(p2t[1]);
-	close(t2p[0]);
-	close(h2t[1]);
-	close(t2h[0]);
-	rc = rdma_pair_open(&t, NULL);
-	if (rc == -ENODEV) {
-		kill(pid, SIGKILL);
-		wait_exit(pid);
+	rc = exec_peer_open(&t, &pipes, pid);
+	if (rc == -ENODEV)
 		SKIP(return, "no RDMA device");
-	}
 	ASSERT_EQ(0, rc);
 	land = map_anon(len);
 	ASSERT_NE(NULL, land);
 	ASSERT_EQ(0, rdma_pair_reg_mr(&t, land, len, ACC, &land_mr));
-	ASSERT_EQ(0, connect_to_child(&t, p2t[0], t2p[1], info));
+	ASSERT_EQ(0, connect_to_child(&t, pipes.p2t[0], pipes.t2p[1], info));
 
 	/* Before the exec: the old MR gives the old image's bytes. */
 	ASSERT_EQ(IBV_WC_SUCCESS, rdma_pair_read_sync(&t, 0, land, land_mr->lkey, info[1],
 						      (uint32_t)info[0], len, 0));
 	ASSERT_EQ(PATTERN_OK, pattern_check(land, len, 0xe4, 0));
-	ASSERT_EQ(0, write_all(t2p[1], &go, 1));
+	ASSERT_EQ(0, write_all(pipes.t2p[1], &go, 1));
 	/* The helper registered its MR: the exec is done. */
-	ASSERT_EQ(0, read_all(h2t[0], msg, sizeof(msg)));
+	ASSERT_EQ(0, read_all(pipes.h2t[0], msg, sizeof(msg)));
 
 	/* The old MR: an error completion, nothing delivered. */
-	memset(land, 0xa5, len);
-	rc = rdma_pair_read_sync(&t, 0, land, land_mr->lkey, info[1], (uint32_t)info[0], len, 0);
+	EXPECT_EQ(len, read_delivers_nothing(&t, 0, land, land_mr->lkey, info[1], (uint32_t)info[0],
+					     len, &rc));
 	EXPECT_NE(IBV_WC_SUCCESS, rc);
-	for (i = 0; i < (int)len; i++)
-		if (land[i] != 0xa5)
-			break;
-	EXPECT_EQ((int)len, i);
 	/* The new MR, at the same address: the new image's bytes, and a write it sees. */
 	ASSERT_EQ(IBV_WC_SUCCESS, rdma_pair_read_sync(&t, 1, land, land_mr->lkey, msg[1],
 						      (uint32_t)msg[0], len, 0));
@@ -265,7 +305,7 @@ TEST(exec_with_live_va_mr)
 	/* Last (the responder QP goes to error): a WRITE to the old MR. */
 	rc = rdma_pair_write_sync(&t, 1, land, land_mr->lkey, info[1], (uint32_t)info[0], len, 0);
 	EXPECT_NE(IBV_WC_SUCCESS, rc);
-	ASSERT_EQ(0, write_all(t2h[1], &go, 1));
+	ASSERT_EQ(0, write_all(pipes.t2h[1], &go, 1));
 	st = wait_exit(pid);
 	EXPECT_EQ(0, st);
 	ibv_dereg_mr(land_mr);
@@ -288,7 +328,8 @@ TEST(exec_during_rdma_traffic)
 	struct rdma_pair t = { 0 };
 	struct vamr_counters c0;
 	struct ibv_mr *land_mr = NULL, *src_mr = NULL;
-	int p2t[2], t2p[2], h2t[2], t2h[2], vfd, rc, st, inflight = 0;
+	struct exec_pipes pipes;
+	int vfd, rc, st, inflight = 0;
 	int reads_ok = 0, reads_after = 0, writes_ok = 0;
 	bool rerr = false, werr = false, execd = false;
 	uint8_t *land, *src, go = 1;
@@ -299,10 +340,7 @@ TEST(exec_during_rdma_traffic)
 	vfd = vamr_open();
 	ASSERT_LE(0, vfd);
 	ASSERT_EQ(0, gcounters(vfd, &c0));
-	ASSERT_EQ(0, pipe(p2t));
-	ASSERT_EQ(0, pipe(t2p));
-	ASSERT_EQ(0, pipe(h2t));
-	ASSERT_EQ(0, pipe(t2h));
+	ASSERT_EQ(0, exec_pipes_open(&pipes));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
@@ -311,25 +349,18 @@ TEST(exec_during_rdma_traffic)
 		uint8_t *buf;
 		char a[4][32];
 
-		child_export_va_mr(&p, &mr, &buf, len, 0xd1, p2t[1], t2p[0]);
+		child_export_va_mr(&p, &mr, &buf, len, 0xd1, pipes.p2t[1], pipes.t2p[0]);
 		snprintf(a[0], 32, "%d", p.ctx->cmd_fd);
 		snprintf(a[1], 32, "%u", mr->handle);
-		snprintf(a[2], 32, "%d", h2t[1]);
-		snprintf(a[3], 32, "%d", t2h[0]);
+		snprintf(a[2], 32, "%d", pipes.h2t[1]);
+		snprintf(a[3], 32, "%d", pipes.t2h[0]);
 		execl("/proc/self/exe", "vamr_hostile_exec_rdma", HELPER_ARG, "idle", a[0], a[1], a[2], a[3],
 		      (char *)NULL);
 		_exit(9);
 	}
-	close(p2t[1]);
-	close(t2p[0]);
-	close(h2t[1]);
-	close(t2h[0]);
-	rc = rdma_pair_open(&t, NULL);
-	if (rc == -ENODEV) {
-		kill(pid, SIGKILL);
-		wait_exit(pid);
+	rc = exec_peer_open(&t, &pipes, pid);
+	if (rc == -ENODEV)
 		SKIP(return, "no RDMA device");
-	}
 	ASSERT_EQ(0, rc);
 	land = map_anon(len);
 	src = map_anon(chunk);
@@ -338,7 +369,7 @@ TEST(exec_during_rdma_traffic)
 	pattern_fill(src, chunk, 0xd1, 0);
 	ASSERT_EQ(0, rdma_pair_reg_mr(&t, land, len, ACC, &land_mr));
 	ASSERT_EQ(0, rdma_pair_reg_mr(&t, src, chunk, ACC, &src_mr));
-	ASSERT_EQ(0, connect_to_child(&t, p2t[0], t2p[1], info));
+	ASSERT_EQ(0, connect_to_child(&t, pipes.p2t[0], pipes.t2p[1], info));
 
 	/*
 	 * WRITEs of the old image's own bytes (chunk-sized, at rotating offsets)
@@ -394,7 +425,7 @@ TEST(exec_during_rdma_traffic)
 		}
 		if (!execd && reads_ok >= 32) {
 			/* Exec now, and go on streaming while it happens. */
-			ASSERT_EQ(0, write_all(t2p[1], &go, 1));
+			ASSERT_EQ(0, write_all(pipes.t2p[1], &go, 1));
 			execd = true;
 			t_exec = mono_s();
 		}
@@ -406,9 +437,9 @@ TEST(exec_during_rdma_traffic)
 	EXPECT_TRUE(rerr);
 	EXPECT_TRUE(werr);
 	/* The new image runs. */
-	ASSERT_EQ(0, read_all(h2t[0], &go, 1));
+	ASSERT_EQ(0, read_all(pipes.h2t[0], &go, 1));
 	TH_LOG("reads ok %d (%d after the exec), writes ok %d", reads_ok, reads_after, writes_ok);
-	ASSERT_EQ(0, write_all(t2h[1], &go, 1));
+	ASSERT_EQ(0, write_all(pipes.t2h[1], &go, 1));
 	st = wait_exit(pid);
 	EXPECT_EQ(0, st);
 	ibv_dereg_mr(land_mr);
@@ -435,7 +466,7 @@ TEST(forked_child_uses_parents_uverbs_file)
 	struct ibv_mr *mr, *lmr;
 	struct vamr_counters c0, c;
 	struct vamr_mr_query q;
-	int c2p[2], p2c[2], fd, rc, st, i;
+	int c2p[2], p2c[2], fd, rc, st;
 	uint64_t msg[4];
 	long pin0;
 	pid_t pid;
@@ -514,13 +545,9 @@ TEST(forked_child_uses_parents_uverbs_file)
 	ASSERT_EQ(0, write_all(p2c[1], &b, 1));
 	st = wait_exit(pid);
 	ASSERT_EQ(0, st);
-	memset(land, 0xa5, len);
-	rc = rdma_pair_read_sync(&p, 0, land, lmr->lkey, msg[3], (uint32_t)msg[2], len, 0);
+	EXPECT_EQ(len, read_delivers_nothing(&p, 0, land, lmr->lkey, msg[3], (uint32_t)msg[2], len,
+					     &rc));
 	EXPECT_NE(IBV_WC_SUCCESS, rc);
-	for (i = 0; i < (int)len; i++)
-		if (land[i] != 0xa5)
-			break;
-	EXPECT_EQ((int)len, i);
 	ASSERT_EQ(0, gcounters(fd, &c));
 	EXPECT_EQ(c0.pages_pinned, c.pages_pinned);
 	/* The parent deregisters the child's MR: a region of a gone mm. */
