@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "scm_util.h"
 #include "vamr_lib.h"
 
 #define PAGE 4096ul
@@ -699,43 +700,6 @@ TEST_F(events, close_wakes_blocked_reader_and_poller)
 	EXPECT_EQ(1, q.ret);
 	EXPECT_EQ(POLLHUP, q.revents);
 	close(b.efd);
-}
-
-static int send_fds(int sock, int fd1, int fd2)
-{
-	char buf[CMSG_SPACE(2 * sizeof(int))] = { 0 };
-	char byte = 'x';
-	struct iovec iov = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
-			    .msg_controllen = sizeof(buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-	memcpy(CMSG_DATA(c), (int[]){ fd1, fd2 }, 2 * sizeof(int));
-	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fds(int sock, int *fd1, int *fd2)
-{
-	char buf[CMSG_SPACE(2 * sizeof(int))];
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
-			    .msg_controllen = sizeof(buf) };
-	struct cmsghdr *c;
-	int fds[2];
-
-	if (recvmsg(sock, &m, 0) != 1)
-		return -1;
-	c = CMSG_FIRSTHDR(&m);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-		return -1;
-	memcpy(fds, CMSG_DATA(c), sizeof(fds));
-	*fd1 = fds[0];
-	*fd2 = fds[1];
-	return 0;
 }
 
 /*
