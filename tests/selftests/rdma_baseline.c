@@ -143,6 +143,12 @@ static void store64(void *p, uint64_t v)
 	__atomic_store_n((uint64_t *)p, v, __ATOMIC_SEQ_CST);
 }
 
+/* What a _sync call returned: a completion status, or a -errno. */
+static const char *rc_str(int rc)
+{
+	return rc >= 0 ? ibv_wc_status_str(rc) : strerror(-rc);
+}
+
 /* 1. RDMA WRITE of an odd length at an odd offset into a pinned MR. */
 TEST_F(rdma, write_pinned)
 {
@@ -165,10 +171,7 @@ TEST_F(rdma, write_pinned)
 
 	rc = rdma_pair_write_sync(&self->pair, 0, src + src_off, smr->lkey,
 				  va(dst + dst_off), dmr->rkey, len, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("write: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("write: %d (%s)", rc, rc_str(rc));
 
 	/* The window holds the source bytes, taken from src + src_off. */
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst + dst_off, len, SEED_SRC, src_off));
@@ -203,10 +206,7 @@ TEST_F(rdma, read_pinned)
 
 	rc = rdma_pair_read_sync(&self->pair, 0, local + local_off, lmr->lkey,
 				 va(remote + remote_off), rmr->rkey, len, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("read: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("read: %d (%s)", rc, rc_str(rc));
 
 	EXPECT_EQ(PATTERN_OK, pattern_check(local + local_off, len, SEED_SRC,
 					    remote_off));
@@ -244,10 +244,7 @@ TEST_F(rdma, send_recv_pinned)
 				      sbuf + send_off, smr->lkey, len,
 				      rbuf + recv_off, rmr->lkey, recv_len,
 				      0, &wc);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("send/recv: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("send/recv: %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(len, (size_t)wc.byte_len);
 
 	EXPECT_EQ(PATTERN_OK, pattern_check(rbuf + recv_off, len, SEED_SRC,
@@ -289,10 +286,7 @@ TEST_F(rdma, atomic_pinned)
 	store64(res, 0);
 	rc = rdma_pair_fetch_add_sync(&self->pair, 0, res, lmr->lkey,
 				      va(remote + word_off), rmr->rkey, add, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("fetch_add: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("fetch_add: %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(init, load64(res));
 	cur = init + add;
 	EXPECT_EQ(cur, load64(remote + word_off));
@@ -302,10 +296,7 @@ TEST_F(rdma, atomic_pinned)
 	rc = rdma_pair_cmp_swap_sync(&self->pair, 0, res, lmr->lkey,
 				     va(remote + word_off), rmr->rkey,
 				     cur ^ 1, swap, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("cmp_swap (miss): %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("cmp_swap (miss): %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(cur, load64(res));
 	EXPECT_EQ(cur, load64(remote + word_off));
 
@@ -314,10 +305,7 @@ TEST_F(rdma, atomic_pinned)
 	rc = rdma_pair_cmp_swap_sync(&self->pair, 0, res, lmr->lkey,
 				     va(remote + word_off), rmr->rkey,
 				     cur, swap, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("cmp_swap (hit): %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("cmp_swap (hit): %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(cur, load64(res));
 	EXPECT_EQ(swap, load64(remote + word_off));
 
@@ -387,10 +375,7 @@ TEST_F(rdma, stale_mr_after_remap)
 	/* The peer writes seed B through the (stale) MR: it "succeeds". */
 	rc = rdma_pair_write_sync(&self->pair, 0, src, smr->lkey,
 				  va(buf), mr->rkey, BUF_SIZE, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("write: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("write: %d (%s)", rc, rc_str(rc));
 
 	/* ... but the CPU's view of the address still holds seed A. */
 	EXPECT_EQ(PATTERN_OK, pattern_check(fresh, BUF_SIZE, SEED_A, 0)) {
@@ -400,10 +385,7 @@ TEST_F(rdma, stale_mr_after_remap)
 	/* A READ through the MR returns seed B: the old, pinned pages. */
 	rc = rdma_pair_read_sync(&self->pair, 0, local, lmr->lkey,
 				 va(buf), mr->rkey, BUF_SIZE, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("read: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("read: %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(PATTERN_OK, pattern_check(local, BUF_SIZE, SEED_B, 0));
 	EXPECT_EQ(PATTERN_OK, pattern_check(fresh, BUF_SIZE, SEED_A, 0));
 }
@@ -431,10 +413,7 @@ TEST_F_TIMEOUT(rdma, large_write, 180)
 
 	rc = rdma_pair_write_sync(&self->pair, 0, src + src_off, smr->lkey,
 				  va(dst + dst_off), dmr->rkey, len, 120000);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("write: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("write: %d (%s)", rc, rc_str(rc));
 
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst + dst_off, len, SEED_SRC, src_off));
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst, dst_off, SEED_DST, 0));
@@ -476,10 +455,8 @@ TEST_F(rdma, access_error_recover)
 
 	rc = rdma_pair_write_sync(&self->pair, 0, src, smr->lkey,
 				  va(ro + off), romr->rkey, len, 0);
-	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, rc) {
-		TH_LOG("write to read-only MR: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, rc)
+		TH_LOG("write to read-only MR: %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(PATTERN_OK, pattern_check(ro, BUF_SIZE, SEED_A, 0));
 	/* rxe moves the QP to ERR just after posting the error CQE. */
 	EXPECT_EQ(IBV_QPS_ERR, rdma_pair_wait_qp_state(&self->pair, 0,
@@ -492,10 +469,7 @@ TEST_F(rdma, access_error_recover)
 
 	rc = rdma_pair_write_sync(&self->pair, 0, src, smr->lkey,
 				  va(dst + off), dmr->rkey, len, 0);
-	ASSERT_EQ(IBV_WC_SUCCESS, rc) {
-		TH_LOG("write after recover: %d (%s)", rc, rc >= 0 ?
-		       ibv_wc_status_str(rc) : strerror(-rc));
-	}
+	ASSERT_EQ(IBV_WC_SUCCESS, rc) TH_LOG("write after recover: %d (%s)", rc, rc_str(rc));
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst + off, len, SEED_SRC, 0));
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst, off, SEED_DST, 0));
 	EXPECT_EQ(PATTERN_OK, pattern_check(dst + off + len,
