@@ -20,6 +20,7 @@
 #                        $(DESTDIR)$(PREFIX)/bin and libvamr-preload.so in $(DESTDIR)$(PREFIX)/lib
 #                        (PREFIX=/usr/local, UDEVRULESDIR=/etc/udev/rules.d)
 #   make install-rxe     build (scripts/build-rxe.sh) and install the patched rdma_rxe
+#   make install-siw     build (scripts/build-swdrv.sh KDIR siw) and install the patched siw
 #                        (updates/, which modprobe prefers to the stock one)
 #   make vamrctl         build tools/vamrctl/vamrctl
 #   make preload         build tools/preload/libvamr-preload.so (LD_PRELOAD: VA MRs for
@@ -48,7 +49,7 @@ UDEVRULESDIR ?= /etc/udev/rules.d
 VAMR_BUILD ?= $(CURDIR)/build
 
 .PHONY: all help modules check-kdir clean clippy lint rustfmt rustfmtcheck selftests kernel run test \
-	install install-modules install-headers install-udev install-tools install-rxe vamrctl preload dkms-modules
+	install install-modules install-headers install-udev install-tools install-rxe install-siw vamrctl preload dkms-modules
 
 all: modules
 
@@ -132,6 +133,11 @@ install-tools: vamrctl preload
 install-rxe: modules
 	VAMR_BUILD=$(VAMR_BUILD) scripts/build-rxe.sh $(KDIR)
 	$(MAKE) -C $(KDIR) M=$(VAMR_BUILD)/rxe/drivers/infiniband/sw/rxe INSTALL_MOD_DIR=updates \
+		modules_install
+
+install-siw: modules
+	VAMR_BUILD=$(VAMR_BUILD) scripts/build-swdrv.sh $(KDIR) siw
+	$(MAKE) -C $(KDIR) M=$(VAMR_BUILD)/siw/drivers/infiniband/sw/siw INSTALL_MOD_DIR=updates \
 		modules_install
 
 # dkms.conf's build: both modules, rdma_rxe under this tree's build/ whatever VAMR_BUILD says.

@@ -54,6 +54,7 @@ of a failed allocation ("page allocation failure", "vmalloc error") are
 expected too; anything else (WARN, BUG, KASAN, UBSAN, lockdep, ...) is not.
 """
 import argparse
+import glob
 import os
 import re
 import sys
@@ -333,6 +334,11 @@ def outcome_table(results):
             rows.setdefault((scenario, op), {})[mode] = outcome
     if not rows:
         return None
+    # soft-iWARP (rdma_va with VAMR_IBDEV=siw0), when it ran: next to rxe's.
+    for m, h in (("siw-normal", "siw normal"), ("siw-va", "siw VA")):
+        if any(m in by_mode for by_mode in rows.values()):
+            modes.append(m)
+            heads[m] = h
     w = max(len(f"{s} {o}") for s, o in rows) + 2
     cw = {m: max(10, len(heads[m]) + 2) for m in modes}
     out = ["", "RDMA over a remapped MR, by MR kind (rdma_va; VA: CORRECT, or WCERR where nothing is mapped):",
@@ -625,6 +631,9 @@ def main():
     expected = {("tap", p) for p in programs}
     expected |= {("tap", s) for s, needs in STOCK_SECTIONS.items() if all(n in programs for n in needs)}
     expected.add(("tap", SETUP_SECTION))
+    # rdma_va over soft-iWARP, when the patched siw was staged (scripts/guest/init).
+    if "rdma_va" in programs and glob.glob(f"{logdir}/run/modroot/lib/modules/*/updates/siw.ko*"):
+        expected.add(("tap", "rdma_va_siw"))
     # A kernel without KUnit (Debian's stock kernel) runs no suite.
     if kconfig is None or "KUNIT" in kconfig:
         expected |= {("kunit", k) for k in kunit_suites()}

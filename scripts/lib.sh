@@ -100,7 +100,8 @@ guest_needs_initramfs() {
 # RUNDIR/modroot/lib/modules/<release>: KDIR's own (the stock rdma_rxe in
 # kernel/), vamr.ko, the kapi test module and the mirror test driver
 # (tests/mirror) in extra/, the patched rdma_rxe
-# (scripts/build-rxe.sh) in updates/, which modprobe prefers; depmod run there.
+# (scripts/build-rxe.sh) and, when built, the patched siw
+# (scripts/build-swdrv.sh) in updates/, which modprobe prefers; depmod run there.
 # For a kernel with 9p as a module also RUNDIR/initramfs.gz (mkinitramfs.sh).
 stage_guest_modules() {
 	local kdir=$1 root=$2/modroot kver mods
@@ -125,6 +126,11 @@ stage_guest_modules() {
 			cp "$VAMR_TOP/tests/mirror/vamr_mirror_edu.ko" "$mods/extra/"
 		fi
 		cp "$VAMR_BUILD/rxe/drivers/infiniband/sw/rxe/rdma_rxe.ko" "$mods/updates/"
+		# The patched siw (scripts/build-swdrv.sh), when built for this kernel.
+		local siw=$VAMR_BUILD/siw/drivers/infiniband/sw/siw/siw.ko
+		if [ -f "$siw" ] && [ "$(modinfo -F vermagic "$siw" | cut -d' ' -f1)" = "$kver" ]; then
+			cp "$siw" "$mods/updates/"
+		fi
 	fi
 	depmod -b "$root" "$kver"
 	grep -Eq '^updates/rdma_rxe\.ko(\.xz|\.zst|\.gz)?:.*extra/vamr\.ko' "$mods/modules.dep" ||

@@ -114,6 +114,8 @@ make -s -C "$kdir" M="$top/tests/kapi" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers
 make -s -C "$kdir" M="$top/tests/mirror" KBUILD_EXTRA_SYMBOLS="$top/Module.symvers" "${llvm[@]}" modules >&2
 # rdma_rxe with VA-semantics MRs: KDIR's rxe sources + patches/rxe.
 "$here/build-rxe.sh" "$kdir"
+# siw with VA-semantics MRs: KDIR's siw sources + patches/siw.
+"$here/build-swdrv.sh" "$kdir" siw
 wait "$user_pid" || die "building the user-space programs failed (see above)"
 trap - EXIT
 echo "$kdir"

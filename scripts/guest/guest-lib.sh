@@ -130,14 +130,15 @@ guest_run_dir() {
 }
 
 # guest_etc_overlay: the host's /etc with a tmpfs overlay (host name, hosts,
-# shadow of the nodes). The guest's only RDMA devices are rxe: libibverbs
-# loads (dlopen) the provider of every .driver file in /etc/libibverbs.d in
-# each process that lists devices, 17 of them on a Debian host, which costs
-# each such process a lot of emulated time; the overlay keeps rxe's only.
+# shadow of the nodes). The guest's only RDMA devices are rxe and siw:
+# libibverbs loads (dlopen) the provider of every .driver file in
+# /etc/libibverbs.d in each process that lists devices, 17 of them on a
+# Debian host, which costs each such process a lot of emulated time; the
+# overlay keeps rxe's (and siw's) only.
 guest_etc_overlay() {
 	step etc_overlay overlay_dir /etc
 	step ibverbs_rxe_provider_only sh -c 'test -f /etc/libibverbs.d/rxe.driver &&
-		find /etc/libibverbs.d -name "*.driver" ! -name rxe.driver -delete'
+		find /etc/libibverbs.d -name "*.driver" ! -name rxe.driver ! -name siw.driver -delete'
 }
 
 # guest_modules: modules from the run directory, never the host's

@@ -8,8 +8,11 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -167,8 +170,173 @@ static int create_qp(struct rdma_pair *p, int side)
 	attr.cap.max_recv_sge = 1;
 	attr.cap.max_inline_data = 0;
 
+	if (p->iwarp) {
+		if (rdma_create_qp(p->cm_id[side], p->pd, &attr))
+			return null_err();
+		p->qp[side] = p->cm_id[side]->qp;
+		return 0;
+	}
 	p->qp[side] = ibv_create_qp(p->pd, &attr);
 	return p->qp[side] ? 0 : null_err();
+}
+
+/* --- iWARP: connecting through the RDMA CM --- */
+
+/*
+ * The next CM event, which must be @type (for @id when not NULL), within
+ * @ms; *@out (if not NULL) gets the event's id. 0 or -errno (-EPROTO for
+ * another event).
+ */
+static int cm_wait(struct rdma_pair *p, enum rdma_cm_event_type type,
+		   struct rdma_cm_id *id, struct rdma_cm_id **out, int ms)
+{
+	struct pollfd pfd = { .fd = p->cm_ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	int rc;
+
+	for (;;) {
+		rc = poll(&pfd, 1, ms);
+		if (rc < 0)
+			return -errno;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		if (rdma_get_cm_event(p->cm_ch, &ev))
+			return -errno;
+		if (ev->event == type && (!id || ev->id == id))
+			break;
+		/* The end of an earlier connection (rdma_pair_recover()). */
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
+		    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+			rdma_ack_cm_event(ev);
+			continue;
+		}
+		fprintf(stderr, "rdma_pair: CM event %s (status %d), expected %s\n",
+			rdma_event_str(ev->event), ev->status, rdma_event_str(type));
+		rdma_ack_cm_event(ev);
+		return -EPROTO;
+	}
+	if (out)
+		*out = ev->id;
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+static void cm_addr(struct sockaddr_in *sin, uint16_t port)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = port;
+	inet_pton(AF_INET, RDMA_PAIR_IWARP_ADDR, &sin->sin_addr);
+}
+
+/*
+ * The CM channel and a listener on RDMA_PAIR_IWARP_ADDR, nonblocking (every
+ * wait is cm_wait()'s bounded poll).
+ */
+static int cm_listen(struct rdma_pair *p)
+{
+	struct sockaddr_in sin;
+
+	p->cm_ch = rdma_create_event_channel();
+	if (!p->cm_ch)
+		return null_err();
+	if (fcntl(p->cm_ch->fd, F_SETFL, fcntl(p->cm_ch->fd, F_GETFL) | O_NONBLOCK) < 0)
+		return -errno;
+	if (rdma_create_id(p->cm_ch, &p->cm_listen, NULL, RDMA_PS_TCP))
+		return null_err();
+	cm_addr(&sin, 0);
+	if (rdma_bind_addr(p->cm_listen, (struct sockaddr *)&sin))
+		return null_err();
+	if (rdma_listen(p->cm_listen, 2))
+		return null_err();
+	return 0;
+}
+
+/*
+ * A new active id in cm_id[0], its address and route resolved towards the
+ * listener; p->ctx becomes its device's context (the CM's), which must be
+ * p->dev_name's: -ENODEV when the CM resolved the address to another device
+ * (the address is not on siw0's netdev).
+ */
+static int cm_resolve(struct rdma_pair *p)
+{
+	struct sockaddr_in src, dst;
+	const char *name;
+	int rc;
+
+	if (rdma_create_id(p->cm_ch, &p->cm_id[0], NULL, RDMA_PS_TCP))
+		return null_err();
+	cm_addr(&src, 0);
+	cm_addr(&dst, rdma_get_src_port(p->cm_listen));
+	if (rdma_resolve_addr(p->cm_id[0], (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000))
+		return null_err();
+	rc = cm_wait(p, RDMA_CM_EVENT_ADDR_RESOLVED, p->cm_id[0], NULL, 5000);
+	if (rc)
+		return rc;
+	name = p->cm_id[0]->verbs ? ibv_get_device_name(p->cm_id[0]->verbs->device) : "(none)";
+	if (strcmp(name, p->dev_name) || (p->ctx && p->ctx != p->cm_id[0]->verbs)) {
+		fprintf(stderr, "rdma_pair: the RDMA CM connects %s on %s, not %s\n",
+			RDMA_PAIR_IWARP_ADDR, name, p->dev_name);
+		return -ENODEV;
+	}
+	p->ctx = p->cm_id[0]->verbs;
+	if (rdma_resolve_route(p->cm_id[0], 2000))
+		return null_err();
+	return cm_wait(p, RDMA_CM_EVENT_ROUTE_RESOLVED, p->cm_id[0], NULL, 5000);
+}
+
+/* A new connection between two new QPs, cm_id[0] active, cm_id[1] accepted. */
+static int cm_connect(struct rdma_pair *p)
+{
+	struct rdma_conn_param param = {
+		.responder_resources = 4,
+		.initiator_depth = 4,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	int rc, i, established = 0;
+
+	/* cm_id[0] resolved already (cm_resolve()). */
+	rc = create_qp(p, 0);
+	if (rc)
+		return rc;
+	if (rdma_connect(p->cm_id[0], &param))
+		return null_err();
+	rc = cm_wait(p, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, &p->cm_id[1], 5000);
+	if (rc)
+		return rc;
+	rc = create_qp(p, 1);
+	if (rc)
+		return rc;
+	if (rdma_accept(p->cm_id[1], &param))
+		return null_err();
+	for (i = 0; i < 2; i++) {
+		struct rdma_cm_id *id;
+
+		rc = cm_wait(p, RDMA_CM_EVENT_ESTABLISHED, NULL, &id, 5000);
+		if (rc)
+			return rc;
+		established |= id == p->cm_id[0] ? 1 : 2;
+	}
+	return established == 3 ? 0 : -EPROTO;
+}
+
+/* Destroys the QPs and CM ids of the connection (not the listener). */
+static int cm_disconnect(struct rdma_pair *p)
+{
+	int i, rc = 0;
+
+	for (i = 1; i >= 0; i--) {
+		if (!p->cm_id[i])
+			continue;
+		if (p->qp[i])
+			rdma_destroy_qp(p->cm_id[i]);
+		p->qp[i] = NULL;
+		if (rdma_destroy_id(p->cm_id[i]) && !rc)
+			rc = -errno;
+		p->cm_id[i] = NULL;
+	}
+	return rc;
 }
 
 static int qp_to_reset(struct ibv_qp *qp)
@@ -244,8 +412,11 @@ static int qp_to_rts(struct rdma_pair *p, struct ibv_qp *qp, uint32_t sq_psn)
 int rdma_pair_connect_qp(struct rdma_pair *p, struct ibv_qp *qp, uint32_t dest_qpn,
 			 uint32_t sq_psn, uint32_t rq_psn)
 {
-	int rc = qp_to_reset(qp);
+	int rc;
 
+	if (p->iwarp)
+		return -EOPNOTSUPP;	/* an iWARP QP connects through the CM */
+	rc = qp_to_reset(qp);
 	if (!rc)
 		rc = qp_to_init(p, qp);
 	if (!rc)
@@ -306,6 +477,10 @@ int rdma_pair_close(struct rdma_pair *p)
 
 	if (!p)
 		return 0;
+	if (p->iwarp) {
+		first = cm_disconnect(p);
+		/* The CQs, the PD, then the listener that holds the context. */
+	}
 	for (i = 0; i < 2; i++) {
 		if (p->qp[i]) {
 			rc = verbs_err(ibv_destroy_qp(p->qp[i]));
@@ -327,6 +502,15 @@ int rdma_pair_close(struct rdma_pair *p)
 		if (rc && !first)
 			first = rc;
 		p->pd = NULL;
+	}
+	if (p->iwarp) {
+		if (p->cm_listen && rdma_destroy_id(p->cm_listen) && !first)
+			first = -errno;
+		p->cm_listen = NULL;
+		if (p->cm_ch)
+			rdma_destroy_event_channel(p->cm_ch);
+		p->cm_ch = NULL;
+		p->ctx = NULL;
 	}
 	if (p->ctx) {
 		rc = verbs_err(ibv_close_device(p->ctx));
@@ -376,7 +560,17 @@ int rdma_pair_open(struct rdma_pair *p, const char *dev_name)
 	if (rc)
 		goto fail;
 
-	rc = wait_port_and_gid(p);
+	if (p->ctx->device->transport_type == IBV_TRANSPORT_IWARP) {
+		/* The CM's own context of the device, not ours. */
+		ibv_close_device(p->ctx);
+		p->ctx = NULL;
+		p->iwarp = true;
+		rc = cm_listen(p);
+		if (!rc)
+			rc = cm_resolve(p);
+	} else {
+		rc = wait_port_and_gid(p);
+	}
 	if (rc)
 		goto fail;
 
@@ -392,6 +586,12 @@ int rdma_pair_open(struct rdma_pair *p, const char *dev_name)
 		rc = create_cq(p, &p->rcq[i], &p->rchan[i]);
 		if (rc)
 			goto fail;
+	}
+	if (p->iwarp) {
+		rc = cm_connect(p);
+		if (rc)
+			goto fail;
+		return 0;
 	}
 	for (i = 0; i < 2; i++) {
 		rc = create_qp(p, i);
@@ -694,7 +894,20 @@ int rdma_pair_write_sync(struct rdma_pair *p, int side,
 	int rc = rdma_pair_post_write(p, side, SYNC_WR_ID, laddr, lkey,
 				      raddr, rkey, len);
 
-	return rc ? rc : wait_sync(p, side, timeout_ms, IBV_WC_RDMA_WRITE);
+	if (!rc)
+		rc = wait_sync(p, side, timeout_ms, IBV_WC_RDMA_WRITE);
+	return rc ? rc : rdma_pair_write_placed(p, side, raddr, rkey, timeout_ms);
+}
+
+int rdma_pair_write_placed(struct rdma_pair *p, int side, uint64_t raddr, uint32_t rkey,
+			   int timeout_ms)
+{
+	int rc;
+
+	if (!p || !p->iwarp)
+		return IBV_WC_SUCCESS;
+	rc = rdma_pair_post_read(p, side, SYNC_WR_ID, NULL, 0, raddr, rkey, 0);
+	return rc ? rc : wait_sync(p, side, timeout_ms, IBV_WC_RDMA_READ);
 }
 
 int rdma_pair_read_sync(struct rdma_pair *p, int side,
@@ -816,6 +1029,31 @@ static int recover_once(struct rdma_pair *p, int attempt)
 {
 	int rc, i;
 
+	if (p->iwarp) {
+		/*
+		 * An iWARP connection does not come back: two new QPs (the
+		 * old ids go once the new one holds the device's context).
+		 */
+		struct rdma_cm_id *old[2] = { p->cm_id[0], p->cm_id[1] };
+		struct ibv_qp *oldqp[2] = { p->qp[0], p->qp[1] };
+
+		p->cm_id[0] = p->cm_id[1] = NULL;
+		p->qp[0] = p->qp[1] = NULL;
+		rc = cm_resolve(p);
+		for (i = 1; i >= 0; i--) {
+			if (oldqp[i])
+				rdma_destroy_qp(old[i]);
+			if (old[i])
+				rdma_destroy_id(old[i]);
+		}
+		rdma_pair_drain(p);
+		if (!rc)
+			rc = cm_connect(p);
+		if (rc)
+			cm_disconnect(p);
+		return rc;
+	}
+
 	/*
 	 * ERR first: any error handling still running in the provider (rxe
 	 * posts the error CQE before it moves the QP to ERR, from its own
@@ -864,7 +1102,7 @@ int rdma_pair_recover(struct rdma_pair *p)
 {
 	int rc = -EINVAL, attempt;
 
-	if (!side_ok(p, 0) || !side_ok(p, 1))
+	if (!p || (!p->iwarp && (!side_ok(p, 0) || !side_ok(p, 1))))
 		return -EINVAL;
 	for (attempt = 0; attempt < 10; attempt++) {
 		rc = recover_once(p, attempt);

@@ -19,13 +19,20 @@
  * Nothing here calls exit() or prints unless asked.
  *
  * Environment: VAMR_IBDEV names the device (default "rxe0").
+ *
+ * On an iWARP device (siw) the QPs cannot be connected by hand (an iWARP
+ * connection is a TCP stream): rdma_pair_open() then connects them through
+ * the RDMA CM on RDMA_PAIR_IWARP_ADDR, qp[0] the active side, qp[1] the
+ * accepted one, and rdma_pair_recover() connects two new QPs.
  */
 #ifndef VAMR_SELFTEST_RDMA_PAIR_H
 #define VAMR_SELFTEST_RDMA_PAIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 #include "../../include/uapi/misc/vamr.h"
 
 #define RDMA_PAIR_DEFAULT_DEV		"rxe0"
@@ -40,6 +47,14 @@
 #define RDMA_PAIR_DEFAULT_RETRY_CNT	7
 /* How long rdma_pair_open() waits for the port / the GID to show up. */
 #define RDMA_PAIR_GID_WAIT_MS		3000
+/*
+ * The address the RDMA CM connects an iWARP pair on, both ends: the address
+ * of siw0's netdev (scripts/guest/init gives it to the NIC run-guest.sh adds
+ * for siw). Not a loopback address: for those the CM takes the first active
+ * device (cma_bind_loopback(), drivers/infiniband/core/cma.c), and siw on lo
+ * is never found, its GID being lo's zero hardware address.
+ */
+#define RDMA_PAIR_IWARP_ADDR		"10.233.0.2"
 
 /* Access flags for the QPs (what the responder allows at all). */
 #define RDMA_PAIR_QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -70,7 +85,20 @@ struct rdma_pair {
 	 */
 	uint8_t timeout;
 	uint8_t retry_cnt;
+	/*
+	 * iWARP: connected through the RDMA CM. ctx is then the CM's context
+	 * of the device (not closed by rdma_pair_close()); cm_listen holds it.
+	 */
+	bool iwarp;
+	struct rdma_event_channel *cm_ch;
+	struct rdma_cm_id *cm_listen, *cm_id[2];
 };
+
+/* Whether @p's device is an iWARP one (siw): no atomics, no ODP. */
+static inline bool rdma_pair_is_iwarp(const struct rdma_pair *p)
+{
+	return p->iwarp;
+}
 
 /*
  * The device name rdma_pair_open(p, NULL) uses: $VAMR_IBDEV, or "rxe0".
@@ -159,13 +187,28 @@ int rdma_pair_drain(struct rdma_pair *p);
 
 /*
  * Post one operation from @side and wait (@timeout_ms as above) for its
- * send completion.  Return the completion status (>= 0) or -errno; a
- * successful completion with a wrong wr_id or opcode gives -EPROTO.
+ * send completion (a WRITE: until it is placed, rdma_pair_write_placed()).
+ * Return the completion status (>= 0) or -errno; a successful completion
+ * with a wrong wr_id or opcode gives -EPROTO.
  */
 int rdma_pair_write_sync(struct rdma_pair *p, int side,
 			 const void *laddr, uint32_t lkey,
 			 uint64_t raddr, uint32_t rkey, uint32_t len,
 			 int timeout_ms);
+/*
+ * After a WRITE from @side to @raddr/@rkey completed: wait until it is
+ * placed in the responder's memory. On InfiniBand and RoCE that is what the
+ * WRITE's completion says already (IBV_WC_SUCCESS at once). On iWARP a
+ * WRITE completes once the transport took it (RFC 5040 has no WRITE
+ * acknowledgement): a zero-length RDMA READ on the same QP follows it, which
+ * the responder answers only after it placed the WRITE (RFC 5040, 5.5:
+ * RDMA READ requests are not passed by earlier WRITEs' placement). Returns
+ * that READ's completion status, or -errno. rdma_pair_write_sync() calls
+ * it; a test that posts WRITEs itself calls it before it looks at the
+ * responder's bytes.
+ */
+int rdma_pair_write_placed(struct rdma_pair *p, int side, uint64_t raddr, uint32_t rkey,
+			   int timeout_ms);
 int rdma_pair_read_sync(struct rdma_pair *p, int side,
 			void *laddr, uint32_t lkey,
 			uint64_t raddr, uint32_t rkey, uint32_t len,
