@@ -632,8 +632,8 @@ def main():
     expected |= {("tap", s) for s, needs in STOCK_SECTIONS.items() if all(n in programs for n in needs)}
     expected.add(("tap", SETUP_SECTION))
     # rdma_va over soft-iWARP, when the patched siw was staged (scripts/guest/init).
-    if "rdma_va" in programs and glob.glob(f"{logdir}/run/modroot/lib/modules/*/updates/siw.ko*"):
-        expected.add(("tap", "rdma_va_siw"))
+    if glob.glob(f"{logdir}/run/modroot/lib/modules/*/updates/siw.ko*"):
+        expected |= {("tap", f"{p}_siw") for p in ("rdma_va", "rdma_special") if p in programs}
     # A kernel without KUnit (Debian's stock kernel) runs no suite.
     if kconfig is None or "KUNIT" in kconfig:
         expected |= {("kunit", k) for k in kunit_suites()}

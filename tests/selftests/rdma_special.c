@@ -1060,12 +1060,13 @@ TEST_F(special, mprotect_ro_after_reg)
 }
 
 /*
- * Discovery before registration: the patched rxe announces its device to vamr
+ * Discovery before registration: the patched rxe (and siw: the test guest
+ * runs this test with VAMR_IBDEV=siw0 as well) announces its device to vamr
  * (VAMR_IOC_DEVICE, by kernel device index and name, with the access flag)
  * and in sysfs (vamr_access), and VAMR_IOC_MR_QUERY finds a VA MR by that
  * index and its lkey, and by nothing else.
  */
-TEST(rxe_device_announced)
+TEST(device_announced)
 {
 	char path[256], text[32] = { 0 };
 	struct rdma_pair p;

@@ -23,7 +23,7 @@ run() { "$@" >$out 2>$err; rc=$?; }
 field() { awk -v k="$1" '$1 == k { print $2; exit }' $out; }
 
 echo "TAP version 13"
-echo "1..17"
+echo "1..18"
 
 if ! command -v vamrctl >/dev/null; then
 	for i in $(seq 1 17); do echo "ok $i vamrctl_missing # SKIP vamrctl not on PATH"; done
@@ -57,6 +57,24 @@ if [ $rc = 0 ] && [ "$(field page_size)" -ge 4096 ] 2>/dev/null &&
 	ok caps
 else
 	not_ok caps "rc=$rc or a field missing"
+fi
+
+# Every RDMA device that shows vamr_access in sysfs (the patched rxe and
+# siw) is in caps' device list (VAMR_IOC_DEVICE), by name, with that flag.
+missing="" seen=""
+for d in /sys/class/infiniband/*; do
+	[ -r "$d/vamr_access" ] || continue
+	name=${d##*/} flag=$(cat "$d/vamr_access")
+	seen="$seen $name"
+	grep -q "^device  *$name index [0-9]* access_va $flag\$" $out || missing="$missing $name"
+done
+if [ -z "$seen" ]; then
+	ok "caps_lists_va_devices # SKIP no device shows vamr_access"
+elif [ $rc = 0 ] && [ -z "$missing" ]; then
+	echo "# devices with VA MRs:$seen"
+	ok caps_lists_va_devices
+else
+	not_ok caps_lists_va_devices "not listed:$missing (rc=$rc)"
 fi
 
 # A failing device-list query (strace makes the first VAMR_IOC_DEVICE, the
