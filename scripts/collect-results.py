@@ -39,9 +39,12 @@ Expected there: the TAP sections setup_a and setup_b (each node's set-up
 steps) and, in node a's log, one TAP section per name of --pair-tests. They
 are checked like the guest's (plans, rc, missing or unexpected sections, end
 marker of both nodes, --pair-rc, clean kernel logs on both) and counted under
-"two-node"; "# vamr-mpi" and "# vamr-remote" lines become the MPI table and
-the cross-node remap table, "# vamr-fabric" lines the libfabric table. LOGDIR
-"-" checks the two-node run only.
+"two-node"; with rdma_remote also rdma_remote_siw (rdma_remote over
+soft-iWARP), when the patched siw was staged (DIR/run/modroot/.../updates/
+siw.ko). "# vamr-mpi" and "# vamr-remote" lines become the MPI table and the
+cross-node remap table (siw's as columns siw-normal and siw-va),
+"# vamr-fabric" lines the libfabric table. LOGDIR "-" checks the two-node
+run only.
 
 Sanitizer run (scripts/test.sh --sanitize): KASAN and UBSAN reports and
 kmemleak's unreferenced objects in the console are problems like the above.
@@ -475,7 +478,7 @@ def remote_table(results):
                 modes.append(mode)
     if not rows:
         return None
-    heads = dict(MPI_HEADS, va="VA MRs (flag)")
+    heads = dict(MPI_HEADS, va="VA MRs (flag)", **{"siw-normal": "siw normal", "siw-va": "siw VA (flag)"})
     w = max(len(f"{s} {o}") for s, o in rows) + 2
     cw = {m: max(10, len(heads.get(m, m)) + 2) for m in modes}
     out = ["", "RDMA across the nodes over a remapped MR (tests/pair/rdma_remote: MR on nodeb, requester on nodea):",
@@ -505,6 +508,10 @@ def check_pair(pairdir, tests, pair_rc, counts, broken, patterns):
     """The two-node run: results of both nodes into counts["pair"], problems
     into broken; returns node a's results text (for the tables)."""
     expected = {("tap", "setup_a"), ("tap", "setup_b")} | {("tap", t) for t in tests}
+    # rdma_remote over soft-iWARP runs with rdma_remote when the patched siw
+    # was staged (scripts/run-pair.sh gives the nodes siw's link then).
+    if "rdma_remote" in tests and glob.glob(f"{pairdir}/run/modroot/lib/modules/*/updates/siw.ko*"):
+        expected.add(("tap", "rdma_remote_siw"))
     seen = set()
     texts = {}
     for node in ("a", "b"):

@@ -13,10 +13,14 @@
 #
 # Each guest runs the kernel KDIR on the host's root file system, read-only
 # over virtio-9p (mount tag /dev/root, init scripts/guest/node-init), the way
-# virtme-ng boots the host's user space, with tmpfs where it writes. Its only
-# NIC is a virtio-net on a QEMU "dgram" netdev whose two ends are unix
+# virtme-ng boots the host's user space, with tmpfs where it writes. Its NIC
+# (eth0) is a virtio-net on a QEMU "dgram" netdev whose two ends are unix
 # datagram sockets in LOGDIR: the frames of one guest go to the other one and
-# nowhere else (no host network stack, no route out). No other NIC.
+# nowhere else (no host network stack, no route out). When the patched siw is
+# staged (scripts/build-swdrv.sh), each node has a second NIC the same way, on
+# a second link of its own (eth1, 10.233.1.1 and 10.233.1.2): soft-iWARP's
+# (siw0), so that the RDMA CM finds siw0, and only siw0, for those addresses
+# (rxe0 stays on eth0). No other NIC.
 #
 # Watchdog: VAMR_TIMEOUT (seconds, default 900) bounds the pair; when a guest
 # fails (QEMU error, no end marker) or the time is up, both are torn down.
@@ -54,16 +58,27 @@ ssh-keygen -q -t ed25519 -N '' -C "vamr-pair-root" -f "$run/ssh/id_ed25519"
 	echo "nodea,10.11.0.1 $(cat "$run/ssh/ssh_host_ed25519_key.pub")"
 	echo "nodeb,10.11.0.2 $(cat "$run/ssh/ssh_host_ed25519_key.pub")"
 } >"$run/ssh/known_hosts"
+# The patched siw, when staged: siw's link (the nodes' eth1), MACs next to
+# those of the first link (boot, below).
+siw_mac_a=52:54:00:12:35:01 siw_mac_b=52:54:00:12:35:02
+siw=0
+if ls "$run"/modroot/lib/modules/*/updates/siw.ko* >/dev/null 2>&1; then
+	siw=1
+fi
 guest_env "$kdir" "$run"
 cat >>"$run/guest.env" <<EOF
 VAMR_NODE_a=nodea
 VAMR_NODE_b=nodeb
 VAMR_IP_a=10.11.0.1
 VAMR_IP_b=10.11.0.2
-export VAMR_NODE_a VAMR_NODE_b VAMR_IP_a VAMR_IP_b
+VAMR_SIW_IP_a=10.233.1.1
+VAMR_SIW_IP_b=10.233.1.2
+VAMR_SIW_MAC_a=$siw_mac_a
+VAMR_SIW_MAC_b=$siw_mac_b
+export VAMR_NODE_a VAMR_NODE_b VAMR_IP_a VAMR_IP_b VAMR_SIW_IP_a VAMR_SIW_IP_b VAMR_SIW_MAC_a VAMR_SIW_MAC_b
 EOF
 # Settings of the two-node tests (tests/pair/node-a.sh) pass through.
-for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB \
+for v in VAMR_PAIR_BREAK VAMR_PAIR_TESTS VAMR_PAIR_MODES VAMR_REMOTE_MODES VAMR_SIW_REMOTE_MODES VAMR_MPI_ITERATIONS VAMR_MPI_MIB \
 	VAMR_PERF_ITERATIONS VAMR_FABRIC_ITERATIONS; do
 	if [ -n "${!v:-}" ]; then
 		printf '%s=%q\nexport %s\n' "$v" "${!v}" "$v" >>"$run/guest.env"
@@ -73,18 +88,28 @@ printf '%s\n' "$cmd_a" >"$run/cmd_a.sh"
 printf '%s\n' "$cmd_b" >"$run/cmd_b.sh"
 
 # The link: each end a unix datagram socket, sending to the other one.
+# siw's link the same way, with sockets of its own.
 sock_a=$logdir/link-a.sock sock_b=$logdir/link-b.sock
-rm -f "$sock_a" "$sock_b"
+siw_sock_a=$logdir/siw-a.sock siw_sock_b=$logdir/siw-b.sock
+rm -f "$sock_a" "$sock_b" "$siw_sock_a" "$siw_sock_b"
 
 boot() { # node mac local-socket remote-socket
-	local node=$1 mac=$2 lsock=$3 rsock=$4 args="vamr_node=$1"
+	local node=$1 mac=$2 lsock=$3 rsock=$4 args="vamr_node=$1" siw_nic=() smac ssock rssock
 	if [ "$node" = b ]; then
 		args+=${VAMR_PAIR_B_ARGS-" movablecore=50%"}
+	fi
+	# siw's NIC after the first one: the first PCI slot, eth0, stays rxe's.
+	if [ "$siw" = 1 ]; then
+		smac=siw_mac_$node
+		ssock=$siw_sock_a rssock=$siw_sock_b
+		[ "$node" = b ] && ssock=$siw_sock_b rssock=$siw_sock_a
+		siw_nic=(-netdev dgram,id=siwlink,local.type=unix,local.path="$ssock",remote.type=unix,remote.path="$rssock"
+			-device virtio-net-pci,netdev=siwlink,mac="${!smac}")
 	fi
 	guest_qemu "$timeout_s" "$kdir" "$top/scripts/guest/node-init" "$run" "$logdir/$node" "$args" \
 		-smp 1 -m 1536M \
 		-netdev dgram,id=link,local.type=unix,local.path="$lsock",remote.type=unix,remote.path="$rsock" \
-		-device virtio-net-pci,netdev=link,mac="$mac" -nic none
+		-device virtio-net-pci,netdev=link,mac="$mac" "${siw_nic[@]}" -nic none
 }
 
 # One boot of the pair, until both nodes ended or one failed (then both are
@@ -157,10 +182,10 @@ if [ "$rc" != 0 ] && { qemu_aborted_in_boot "$logdir/a" || qemu_aborted_in_boot 
 	# What the nodes write in the run directory: out/ (outputs), flags/ (their rendezvous).
 	rm -rf "$run/out" "$run/flags"
 	mkdir -p "$run/out" "$run/flags"
-	rm -f "$sock_a" "$sock_b"
+	rm -f "$sock_a" "$sock_b" "$siw_sock_a" "$siw_sock_b"
 	rc=0
 	run_pair || rc=$?
 fi
-rm -f "$sock_a" "$sock_b"
+rm -f "$sock_a" "$sock_b" "$siw_sock_a" "$siw_sock_b"
 log "pair finished in $((SECONDS - t0))s (status $rc)"
 exit "$rc"

@@ -157,6 +157,11 @@ guest_modules() {
 	step kernel_release_matches test -d "$GUEST_MODULES"
 }
 
+# siw_staged: status 0 when the host staged the patched siw (updates/siw.ko,
+# scripts/lib.sh's stage_guest_modules), as scripts/run-guest.sh and
+# scripts/run-pair.sh see it when they give siw its NIC.
+siw_staged() { [ -f "$VAMR_RUN/modroot/lib/modules/$(uname -r)/updates/siw.ko" ]; }
+
 # guest_finish SECTION: the set-up steps as TAP section SECTION, the end
 # marker, and power off (reboot(2) through busybox; QEMU runs with
 # -no-reboot). PID 1 must not exit before: it would panic.

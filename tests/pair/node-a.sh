@@ -13,6 +13,9 @@
 #                           the table of scripts/collect-results.py)
 #   tap  rdma_remote        tests/pair/rdma_remote: rdma_va's remap scenarios
 #                           with the MR on node b and the requester on node a
+#   tap  rdma_remote_siw    the same over soft-iWARP (siw0 on eth1, siw's own
+#                           link), normal and VA MRs; with rdma_remote, when
+#                           the patched siw is staged
 #   tap  rping              rping over rdma_cm, data validated (-V)
 #   tap  perftest           ib_write_bw over rdma_cm (-R): completes; its
 #                           bandwidth figures mean nothing under TCG
@@ -99,7 +102,12 @@ pair_link() {
 		fi
 	}
 	echo "TAP version 13"
-	t only_eth0_and_lo sh -c '[ "$(ls /sys/class/net | sort | tr "\n" " ")" = "eth0 lo " ]'
+	# (eth1: siw's own link, when the patched siw is staged; run-pair.sh)
+	if siw_staged; then
+		t only_eth0_eth1_and_lo sh -c '[ "$(ls /sys/class/net | sort | tr "\n" " ")" = "eth0 eth1 lo " ]'
+	else
+		t only_eth0_and_lo sh -c '[ "$(ls /sys/class/net | sort | tr "\n" " ")" = "eth0 lo " ]'
+	fi
 	t no_default_route sh -c '! ip route show default | grep -q .'
 	t no_route_beyond_the_link sh -c '! ip route get 192.0.2.1 >/dev/null 2>&1'
 	t ssh_to_node_b sh -c "[ \"\$(ssh -o ConnectTimeout=60 $VAMR_NODE_b hostname)\" = $VAMR_NODE_b ]"
@@ -312,6 +320,50 @@ perftest_test() {
 # in mode "va", where it asks for VAMR_ACCESS_VA itself; va_mr and preload
 # turn its normal MRs into VA MRs.
 REMOTE_MODES=${VAMR_REMOTE_MODES:-stock va_mr preload va}
+
+# remote_run NAME COLUMN IP PORT WANT SERVER-ARG [ENV]: one rdma_remote run,
+# server on node b (SERVER-ARG: "va" or empty; ENV: its environment, e.g. the
+# preload library), client on node a connecting to node b's address IP (its
+# netdev picks the RDMA device: eth0's rxe0, eth1's siw0), checking against
+# WANT (normal | va) and printing "# vamr-remote ... COLUMN ..." lines; TAP
+# results NAME.<scenario>.<op> numbered on from n, fail=1 on a failure.
+remote_run() {
+	rr_name=$1 rr_col=$2 rr_ip=$3 rr_port=$4 rr_want=$5 rr_arg=$6 rr_env=${7:-}
+	# The server's output goes to the run directory, where node a reads it.
+	on_b "$rr_env timeout 300 $VAMR_BUILD/pair/rdma_remote server $rr_arg $rr_port \
+			>$VAMR_RUN/out/rdma_remote_$rr_col.out 2>&1 </dev/null &
+		cm_listening $rr_port"
+	rc=0
+	timeout 300 "$VAMR_BUILD/pair/rdma_remote" client "$rr_ip" "$rr_col" "$rr_want" "$rr_port" \
+		>/tmp/rdma_remote_c.out 2>&1 || rc=$?
+	sed "s/^/# $rr_col server: /" "$VAMR_RUN/out/rdma_remote_$rr_col.out"
+	grep -v -e '^pass ' -e '^fail ' /tmp/rdma_remote_c.out | sed '/^# vamr-remote/!s/^/# /'
+	got=0
+	while read -r res name rest; do
+		case "$res" in
+		pass) n=$((n + 1)); got=$((got + 1)); echo "ok $n $rr_name.$name" ;;
+		fail) n=$((n + 1)); got=$((got + 1)); echo "not ok $n $rr_name.$name $rest"; fail=1 ;;
+		esac
+	done </tmp/rdma_remote_c.out
+	if [ "$got" = 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 1 ]; }; then
+		n=$((n + 1))
+		why="exit status $rc"
+		[ "$rc" = 3 ] && why="teardown stuck: $(grep -m1 -o 'stuck in [^;]*' /tmp/rdma_remote_c.out)"
+		echo "not ok $n $rr_name.client_ran # $why"
+		fail=1
+	fi
+}
+
+# remote_want MODE: what the client checks against: normal (pinned-MR
+# semantics) for stock MRs, va otherwise; VAMR_PAIR_BREAK=1 inverts stock's.
+remote_want() {
+	if [ "$1" = stock ] && [ "${VAMR_PAIR_BREAK:-0}" != 1 ]; then
+		echo normal
+	else
+		echo va
+	fi
+}
+
 rdma_remote_test() {
 	n=0 fail=0 port=7471
 	echo "TAP version 13"
@@ -326,33 +378,29 @@ rdma_remote_test() {
 		env="" arg=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
 		[ "$mode" = va ] && arg=va
-		# The server's output goes to the run directory, where node a reads it.
-		on_b "$env timeout 300 $VAMR_BUILD/pair/rdma_remote server $arg $port \
-				>$VAMR_RUN/out/rdma_remote_$mode.out 2>&1 </dev/null &
-			cm_listening $port"
-		want=va
-		[ "$mode" = stock ] && want=normal
-		[ "$mode" = stock ] && [ "${VAMR_PAIR_BREAK:-0}" = 1 ] && want=va
-		rc=0
-		timeout 300 "$VAMR_BUILD/pair/rdma_remote" client "$VAMR_IP_b" "$mode" "$want" "$port" \
-			>/tmp/rdma_remote_c.out 2>&1 || rc=$?
+		remote_run "$mode" "$mode" "$VAMR_IP_b" "$port" "$(remote_want "$mode")" "$arg" "$env"
 		set_va_mr 0
-		sed "s/^/# $mode server: /" "$VAMR_RUN/out/rdma_remote_$mode.out"
-		grep -v -e '^pass ' -e '^fail ' /tmp/rdma_remote_c.out | sed 's/^# vamr-remote/# vamr-remote/; /^# vamr-remote/!s/^/# /'
-		got=0
-		while read -r res name rest; do
-			case "$res" in
-			pass) n=$((n + 1)); got=$((got + 1)); echo "ok $n $mode.$name" ;;
-			fail) n=$((n + 1)); got=$((got + 1)); echo "not ok $n $mode.$name $rest"; fail=1 ;;
-			esac
-		done </tmp/rdma_remote_c.out
-		if [ "$got" = 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 1 ]; }; then
-			n=$((n + 1))
-			why="exit status $rc"
-			[ "$rc" = 3 ] && why="teardown stuck: $(grep -m1 -o 'stuck in [^;]*' /tmp/rdma_remote_c.out)"
-			echo "not ok $n $mode.client_ran # $why"
-			fail=1
-		fi
+	done
+	echo "1..$n"
+	return $fail
+}
+
+# rdma_remote over soft-iWARP (section rdma_remote_siw; runs with
+# rdma_remote when the patched siw is staged): the same program, client and
+# server on siw0, which node-init binds to eth1 (siw's own link, run-pair.sh),
+# by connecting to node b's address there. Modes: normal (stock MRs; siw has
+# no va_mr parameter) and va (the server asks for VAMR_ACCESS_VA); columns
+# siw-normal and siw-va of the cross-node table.
+SIW_REMOTE_MODES=${VAMR_SIW_REMOTE_MODES:-normal va}
+rdma_remote_siw_test() {
+	n=0 fail=0 port=7481
+	echo "TAP version 13"
+	set_va_mr 0
+	for mode in $SIW_REMOTE_MODES; do
+		port=$((port + 1))
+		arg="" want=$(remote_want stock)
+		[ "$mode" = va ] && arg=va want=va
+		remote_run "$mode" "siw-$mode" "$VAMR_SIW_IP_b" "$port" "$want" "$arg"
 	done
 	echo "1..$n"
 	return $fail
@@ -476,7 +524,15 @@ if wait_flag ready_b 600; then
 		case "$t" in
 		pair_link) run_tap tap pair_link pair_link ;;
 		mpi_remap) run_tap tap mpi_remap mpi_remap ;;
-		rdma_remote) run_tap tap rdma_remote rdma_remote_test ;;
+		rdma_remote)
+			run_tap tap rdma_remote rdma_remote_test
+			# The same over soft-iWARP, when the patched siw is staged
+			# (collect-results.py expects the section then).
+			if siw_staged; then
+				reap_b >&3 2>&1
+				run_tap tap rdma_remote_siw rdma_remote_siw_test
+			fi
+			;;
 		rping) run_tap tap rping rping_test ;;
 		perftest) run_tap tap perftest perftest_test ;;
 		libfabric) run_tap tap libfabric libfabric_test ;;
