@@ -321,14 +321,15 @@ perftest_test() {
 # turn its normal MRs into VA MRs.
 REMOTE_MODES=${VAMR_REMOTE_MODES:-stock va_mr preload va}
 
-# remote_run NAME COLUMN IP PORT WANT SERVER-ARG [ENV]: one rdma_remote run,
-# server on node b (SERVER-ARG: "va" or empty; ENV: its environment, e.g. the
-# preload library), client on node a connecting to node b's address IP (its
-# netdev picks the RDMA device: eth0's rxe0, eth1's siw0), checking against
-# WANT (normal | va) and printing "# vamr-remote ... COLUMN ..." lines; TAP
-# results NAME.<scenario>.<op> numbered on from n, fail=1 on a failure.
+# remote_run NAME COLUMN DEVICE IP PORT WANT SERVER-ARG [ENV]: one
+# rdma_remote run, server on node b (SERVER-ARG: "va" or empty; ENV: its
+# environment, e.g. the preload library), client on node a connecting to node
+# b's address IP, checking against WANT (normal | va) and printing
+# "# vamr-remote ... COLUMN ..." lines; TAP results NAME.<scenario>.<op> and
+# NAME.device_DEVICE (IP's netdev picks the RDMA device: eth0's rxe0, eth1's
+# siw0), numbered on from n, fail=1 on a failure.
 remote_run() {
-	rr_name=$1 rr_col=$2 rr_ip=$3 rr_port=$4 rr_want=$5 rr_arg=$6 rr_env=${7:-}
+	rr_name=$1 rr_col=$2 rr_dev=$3 rr_ip=$4 rr_port=$5 rr_want=$6 rr_arg=$7 rr_env=${8:-}
 	# The server's output goes to the run directory, where node a reads it.
 	on_b "$rr_env timeout 300 $VAMR_BUILD/pair/rdma_remote server $rr_arg $rr_port \
 			>$VAMR_RUN/out/rdma_remote_$rr_col.out 2>&1 </dev/null &
@@ -338,13 +339,23 @@ remote_run() {
 		>/tmp/rdma_remote_c.out 2>&1 || rc=$?
 	sed "s/^/# $rr_col server: /" "$VAMR_RUN/out/rdma_remote_$rr_col.out"
 	grep -v -e '^pass ' -e '^fail ' /tmp/rdma_remote_c.out | sed '/^# vamr-remote/!s/^/# /'
-	got=0
+	got=0 dev=
 	while read -r res name rest; do
 		case "$res" in
+		device) dev=$name ;;
 		pass) n=$((n + 1)); got=$((got + 1)); echo "ok $n $rr_name.$name" ;;
 		fail) n=$((n + 1)); got=$((got + 1)); echo "not ok $n $rr_name.$name $rest"; fail=1 ;;
 		esac
 	done </tmp/rdma_remote_c.out
+	if [ -n "$dev" ]; then
+		n=$((n + 1))
+		if [ "$dev" = "$rr_dev" ]; then
+			echo "ok $n $rr_name.device_$rr_dev"
+		else
+			echo "not ok $n $rr_name.device_$rr_dev # rdma_cm picked $dev for $rr_ip"
+			fail=1
+		fi
+	fi
 	if [ "$got" = 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 1 ]; }; then
 		n=$((n + 1))
 		why="exit status $rc"
@@ -378,7 +389,7 @@ rdma_remote_test() {
 		env="" arg=""
 		[ "$mode" = preload ] && env="LD_PRELOAD=$PRELOAD_LIB"
 		[ "$mode" = va ] && arg=va
-		remote_run "$mode" "$mode" "$VAMR_IP_b" "$port" "$(remote_want "$mode")" "$arg" "$env"
+		remote_run "$mode" "$mode" rxe0 "$VAMR_IP_b" "$port" "$(remote_want "$mode")" "$arg" "$env"
 		set_va_mr 0
 	done
 	echo "1..$n"
@@ -400,7 +411,7 @@ rdma_remote_siw_test() {
 		port=$((port + 1))
 		arg="" want=$(remote_want stock)
 		[ "$mode" = va ] && arg=va want=va
-		remote_run "$mode" "siw-$mode" "$VAMR_SIW_IP_b" "$port" "$want" "$arg"
+		remote_run "$mode" "siw-$mode" siw0 "$VAMR_SIW_IP_b" "$port" "$want" "$arg"
 	done
 	echo "1..$n"
 	return $fail

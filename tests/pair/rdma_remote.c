@@ -26,7 +26,8 @@
  *   EXPECT  normal | va: the semantics the client checks against
  *           (normal: STALE for the three remaps, CORRECT for fork;
  *            va: CORRECT everywhere)
- * The client prints "# vamr-remote <scenario> <MODE> <op> <OUTCOME>" and one
+ * The client prints "device <name>" (the RDMA device rdma_cm picked for
+ * SERVER-IP), "# vamr-remote <scenario> <MODE> <op> <OUTCOME>" and one
  * line "pass <name>" or "fail <name> # why" per (scenario, op); exit status
  * 0 when every outcome was the expected one, 1 otherwise.
  *
@@ -417,6 +418,8 @@ static int client(int argc, char **argv)
 	post_recv(&c);
 	if (rdma_connect(c.id, NULL))
 		fail("rdma_connect");
+	/* The RDMA device the CM picked for SERVER-IP (node-a.sh checks it). */
+	printf("device %s\n", ibv_get_device_name(c.id->verbs->device));
 	local = map_anon();
 	lmr = ibv_reg_mr(c.id->pd, local, BUF_LEN, IBV_ACCESS_LOCAL_WRITE);
 	if (!lmr)
