@@ -64,7 +64,7 @@ cat "$logdir/table.txt"
 [ "$guest_rc" = 0 ] || { log "guest run ended with status $guest_rc; see $logdir/console.log"; exit 1; }
 if [ "$doc" = 1 ]; then
 	doc_file=$VAMR_TOP/Documentation/bench-results.rst
-	head="scripts/bench.sh $rounds on $(cat "$kdir/include/config/kernel.release"), vamr $(git -C "$VAMR_TOP" describe --always --dirty 2>/dev/null || echo '(no git)'), $(date -u +%Y-%m-%d)"
+	head="scripts/bench.sh $rounds on $(basename "$kdir") ($(cat "$kdir/include/config/kernel.release")), vamr $(git -C "$VAMR_TOP" describe --always --dirty 2>/dev/null || echo '(no git)'), $(date -u +%Y-%m-%d)"
 	python3 - "$doc_file" "$logdir/table.txt" "$head" <<-'PY' || die "could not update $doc_file"
 		import sys
 		doc, table, head = sys.argv[1], open(sys.argv[2]).read().rstrip("\n"), sys.argv[3]
