@@ -640,7 +640,7 @@ def main():
     expected.add(("tap", SETUP_SECTION))
     # rdma_va over soft-iWARP, when the patched siw was staged (scripts/guest/init).
     if glob.glob(f"{logdir}/run/modroot/lib/modules/*/updates/siw.ko*"):
-        expected |= {("tap", f"{p}_siw") for p in ("rdma_va", "rdma_special") if p in programs}
+        expected |= {("tap", f"{p}_siw") for p in ("rdma_va", "rdma_special", "rdma_remote_wait") if p in programs}
     # A kernel without KUnit (Debian's stock kernel) runs no suite.
     if kconfig is None or "KUNIT" in kconfig:
         expected |= {("kunit", k) for k in kunit_suites()}
