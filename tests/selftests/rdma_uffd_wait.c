@@ -158,32 +158,6 @@ static int open_up(struct __test_metadata *_metadata)
 	return 0;
 }
 
-/* Registered memory made a trap: MISSING userfaultfd, pages dropped, nobody answers. */
-struct trap {
-	int uffd;
-	struct late_handler h;
-};
-
-static int trap_arm(struct trap *t, uint8_t *a, size_t len)
-{
-	t->uffd = uffd_missing(a, len);
-	if (t->uffd < 0)
-		return t->uffd;
-	if (madvise(a, len, MADV_DONTNEED))
-		return -errno;
-	t->h.uffd = t->uffd;
-	t->h.delay_ms = 1 << 30;
-	t->h.base = a;
-	return -pthread_create(&t->h.thread, NULL, late_handler_main, &t->h);
-}
-
-static void trap_release(struct trap *t)
-{
-	__atomic_store_n(&t->h.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(t->h.thread, NULL);
-	close(t->uffd);
-}
-
 struct advise_call {
 	struct ibv_pd *pd;
 	struct ibv_sge sge;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -89,6 +90,32 @@ static inline void *late_handler_main(void *arg)
 static inline int uffd_missing(void *addr, size_t len)
 {
 	return uffd_open(addr, len, UFFDIO_REGISTER_MODE_MISSING, 0);
+}
+
+/* Registered memory made a trap: MISSING userfaultfd, pages dropped, nobody answers. */
+struct trap {
+	int uffd;
+	struct late_handler h;
+};
+
+static inline int trap_arm(struct trap *t, uint8_t *a, size_t len)
+{
+	t->uffd = uffd_missing(a, len);
+	if (t->uffd < 0)
+		return t->uffd;
+	if (madvise(a, len, MADV_DONTNEED))
+		return -errno;
+	t->h.uffd = t->uffd;
+	t->h.delay_ms = 1 << 30;
+	t->h.base = a;
+	return -pthread_create(&t->h.thread, NULL, late_handler_main, &t->h);
+}
+
+static inline void trap_release(struct trap *t)
+{
+	__atomic_store_n(&t->h.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t->h.thread, NULL);
+	close(t->uffd);
 }
 
 #endif /* VAMR_SELFTEST_UFFD_UTIL_H */
