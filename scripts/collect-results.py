@@ -638,7 +638,7 @@ def main():
     expected = {("tap", p) for p in programs}
     expected |= {("tap", s) for s, needs in STOCK_SECTIONS.items() if all(n in programs for n in needs)}
     expected.add(("tap", SETUP_SECTION))
-    # rdma_va over soft-iWARP, when the patched siw was staged (scripts/guest/init).
+    # The programs scripts/guest/init runs once more over siw0, when the patched siw was staged.
     if glob.glob(f"{logdir}/run/modroot/lib/modules/*/updates/siw.ko*"):
         expected |= {("tap", f"{p}_siw") for p in ("rdma_va", "rdma_special", "rdma_remote_wait") if p in programs}
     # A kernel without KUnit (Debian's stock kernel) runs no suite.
